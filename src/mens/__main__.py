@@ -1,0 +1,3 @@
+from mens.cli import main
+
+raise SystemExit(main())

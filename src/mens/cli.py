@@ -1,0 +1,77 @@
+"""The `mens` command line: one thin command per stage, dispatched from a small table.
+
+Each stage folder has a light `cli.py` with `register(subparsers)`; those modules import only
+argparse at the top and pull in torch/transformers inside the handler that needs them, so
+`mens --help` stays well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from mens import __version__
+from mens.errors import GateFailure, MensError
+
+# Modules that add commands, in the order `mens --help` lists them.
+COMMAND_MODULES = [
+    "mens.lang.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mens",
+        description="Turn a language's own code and docs into a fine-tuned code assistant: "
+        "extract a parser-verified corpus, fine-tune (QLoRA/LoRA/full/scratch), gate on "
+        "whether generated code parses, merge, and serve an OpenAI-compatible API.",
+    )
+    parser.add_argument("--version", action="version", version=f"mens {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        # `mens` or `mens corpus` alone: show the help of that level.
+        (getattr(args, "_parser", None) or parser).print_help()
+        return 0 if args.command is None else 2
+    if args.quiet:
+        os.environ["MENS_QUIET"] = "1"
+    try:
+        code = args.func(args)
+        return int(code or 0)
+    except MensError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(exc.format(), file=sys.stderr)
+        return exc.exit_code
+    except GateFailure as exc:
+        if str(exc):
+            print(f"mens: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("mens: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
+    """A command group such as `mens corpus …`; `mens corpus` alone prints its help."""
+    group = sub.add_parser(name, help=help, description=help)
+    group.set_defaults(func=None, _parser=group)
+    return group.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

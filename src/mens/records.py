@@ -1,0 +1,223 @@
+"""The training-pair contract (DESIGN.md §3) and JSONL I/O: atomic writes, line-numbered errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from mens.errors import MensError
+
+SCHEMA_VERSION = "mens.pair.v1"
+LANES = ("codegen", "docs_qa", "tooling", "error_correction", "followup")
+RESPONSE_MODES = ("code_only", "prose_only", "mixed")
+
+# Contract fields; everything else in a row is kept verbatim in `Pair.extra`.
+_KNOWN = (
+    "prompt", "instruction", "response", "output", "messages", "system", "category", "rating",
+    "difficulty", "lane", "response_mode", "lang", "source", "schema_version", "metadata",
+)
+
+
+@dataclass
+class Pair:
+    """One training example: a prompt/response pair, or a multi-turn `messages` list."""
+
+    prompt: str = ""
+    response: str = ""
+    messages: list[dict[str, str]] | None = None
+    system: str | None = None
+    category: str | None = None
+    rating: int | None = None
+    difficulty: int | None = None
+    lane: str | None = None
+    response_mode: str | None = None
+    lang: str | None = None
+    source: str | None = None
+    schema_version: str = SCHEMA_VERSION
+    metadata: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str = "pair") -> "Pair":
+        """Validate one JSON object against the contract; errors name `where` (file:line)."""
+        if not isinstance(obj, dict):
+            raise MensError(f"expected a JSON object, got {type(obj).__name__}", where,
+                            "write one JSON object per line")
+        prompt = obj.get("prompt", obj.get("instruction"))
+        response = obj.get("response", obj.get("output"))
+        messages = obj.get("messages")
+        if messages is not None:
+            _check_messages(messages, where)
+            if prompt is None:
+                prompt = next((m["content"] for m in messages if m["role"] == "user"), "")
+            if response is None:
+                response = messages[-1]["content"]
+        else:
+            for key, value, alias in (("prompt", prompt, "instruction"), ("response", response, "output")):
+                if not isinstance(value, str) or not value.strip():
+                    raise MensError(f"field '{key}' (or '{alias}') must be a non-empty string", where,
+                                    "give prompt and response, or a messages list")
+        pair = cls(prompt=prompt or "", response=response or "", messages=messages)
+        for key in ("system", "category", "lane", "response_mode", "lang", "source", "schema_version"):
+            value = obj.get(key)
+            if value is not None and not isinstance(value, str):
+                raise MensError(f"field '{key}' must be a string", where, "fix or drop the field")
+            if value is not None:
+                setattr(pair, key, value)
+        for key, low, high in (("rating", 1, 5), ("difficulty", 1, 10)):
+            value = obj.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value \
+                    or not low <= value <= high:
+                raise MensError(f"field '{key}' must be an integer {low}-{high}, got {value!r}", where,
+                                "fix or drop the field")
+            setattr(pair, key, int(value))
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise MensError("field 'metadata' must be an object", where, "fix or drop the field")
+        pair.metadata = meta or {}
+        pair.extra = {k: v for k, v in obj.items() if k not in _KNOWN}
+        return pair
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.messages is not None:
+            out["messages"] = self.messages
+        else:
+            out["prompt"] = self.prompt
+            out["response"] = self.response
+        for key in ("system", "category", "rating", "difficulty", "lane", "response_mode", "lang", "source"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out["schema_version"] = self.schema_version
+        if self.metadata:
+            out["metadata"] = self.metadata
+        out.update(self.extra)
+        return out
+
+    def chat(self, default_system: str | None = None) -> list[dict[str, str]]:
+        """The conversation as role/content messages (last turn is the assistant's)."""
+        if self.messages is not None:
+            msgs = list(self.messages)
+        else:
+            msgs = [{"role": "user", "content": self.prompt}, {"role": "assistant", "content": self.response}]
+        system = self.system or default_system
+        if system and msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": system})
+        return msgs
+
+
+def _check_messages(messages: Any, where: str) -> None:
+    todo = "give messages as [{role, content}, …] ending with an assistant turn"
+    if not isinstance(messages, list) or not messages:
+        raise MensError("field 'messages' must be a non-empty list", where, todo)
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise MensError(f"messages[{i}] needs string 'role' and 'content'", where, todo)
+        if m["role"] not in ("system", "user", "assistant", "tool"):
+            raise MensError(f"messages[{i}] has unknown role {m['role']!r}", where, todo)
+    if messages[-1]["role"] != "assistant":
+        raise MensError("the last message must be the assistant's", where, todo)
+
+
+# ---------------------------------------------------------------- JSONL reading
+
+def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) for each non-blank line. A bad line raises a MensError
+    naming file:line, or, when a `skipped` list is given, is recorded there and passed over."""
+    path = Path(path)
+    if not path.is_file():
+        raise MensError("file not found", str(path), "check the path")
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+            except UnicodeDecodeError:
+                exc = MensError("line is not UTF-8 text", f"{path}:{lineno}", "re-encode the file as UTF-8")
+            except json.JSONDecodeError as err:
+                exc = MensError(f"malformed JSON: {err.msg} at column {err.colno}", f"{path}:{lineno}",
+                                "fix the line or pass --lenient to skip it")
+            else:
+                yield lineno, obj
+                continue
+            if skipped is None:
+                raise exc
+            skipped.append(f"{exc.where}: {exc.what}")
+
+
+def read_pairs(path: str | Path, lenient: bool = False) -> tuple[list[Pair], list[str]]:
+    """Read a pairs file. Strict: the first bad line raises. Lenient: bad lines are skipped and
+    their reasons (`file:line: why`) returned alongside the good pairs."""
+    pairs: list[Pair] = []
+    skipped: list[str] | None = [] if lenient else None
+    for lineno, obj in iter_jsonl(path, skipped):
+        try:
+            pairs.append(Pair.from_dict(obj, f"{path}:{lineno}"))
+        except MensError as exc:
+            if skipped is None:
+                raise
+            skipped.append(f"{exc.where}: {exc.what}")
+    return pairs, skipped or []
+
+
+# ---------------------------------------------------------------- atomic writing
+
+@contextmanager
+def atomic_path(path: str | Path, suffix: str = ""):
+    """Yield a temp path beside `path`; on success rename it over `path`, on error delete it.
+    Works for files and directories alike, so no reader ever sees a half-written output."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        if tmp_path.is_dir() and path.is_dir():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(tmp_path, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp_path, path)
+    except BaseException:
+        if tmp_path.is_dir():
+            shutil.rmtree(tmp_path, ignore_errors=True)
+        elif tmp_path.exists():
+            tmp_path.unlink()
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, rows: Iterable[Any]) -> int:
+    """Write rows (dicts or Pairs) one JSON object a line; returns the count."""
+    n = 0
+    with atomic_path(path) as tmp:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                if isinstance(row, Pair):
+                    row = row.to_dict()
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    return n
