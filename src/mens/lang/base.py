@@ -77,6 +77,19 @@ class LanguagePack(ABC):
         """The first syntax error, or None when the text parses."""
         return self.analyze(text, script=script).error
 
+    def metadata(self, text: str) -> dict:
+        """File-level metadata kept in comments (frontmatter keys, a training prompt, a skip
+        marker). Keys with a shared meaning: `skip` (bool: do not compile-check / extract),
+        `training_prompt` (str), `description`, `title`, `status` (`golden`, `deprecated` …),
+        `training_eligible` (bool). Packs without such a convention return {}."""
+        return {}
+
+    def viable_prefix(self, text: str) -> bool:
+        """Could `text` still grow into a source that parses? True when it parses, or when the
+        only error is that the input ended early. Used by constrained decoding."""
+        err = self.check(text)
+        return err is None or "end of input" in err.message
+
     @abstractmethod
     def structural_hash(self, text: str) -> str:
         """A hash insensitive to whitespace and comments, for dedupe."""
