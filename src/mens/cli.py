@@ -19,6 +19,7 @@ from mens.errors import GateFailure, MensError
 # Modules that add commands, in the order `mens --help` lists them.
 COMMAND_MODULES = [
     "mens.lang.cli",
+    "mens.evaluate.cli",
 ]
 
 
