@@ -1,0 +1,151 @@
+"""Chunked LM-head + cross-entropy over supervised positions only.
+
+The vocabulary is the single biggest tensor in small-model fine-tuning: Qwen2 has 151,936 ids,
+so fp32 logits for one 4x512 batch are 1.2 GB and their softmax gradient another 1.2 GB. TRL
+computes the head at every position (prompt and padding included) and upcasts the whole
+[B, T, V] block. Here the caller passes hidden states only at positions whose next token is
+supervised, and the head is applied a chunk of rows at a time, so at most one
+[chunk, V] block of logits (plus its fp32 copy) is ever alive.
+
+Two paths:
+
+* a plain ``nn.Linear`` head (the usual case: LoRA/QLoRA never adapt the head and
+  bitsandbytes leaves it unquantised) goes through ``_FusedLinearCrossEntropy``, which
+  computes the gradient with respect to the hidden states (and the weight/bias when they are
+  trainable) *inside the forward pass*, chunk by chunk, and stores only that [N, H] gradient.
+  Backward is a scalar multiply. This costs two head matmuls per chunk instead of the three a
+  recompute-in-backward scheme needs (measured: ~1.4x faster loss step on the 151,936-id head);
+* any other module (a PEFT-wrapped Linear, a head with hooks) runs each chunk under
+  ``torch.utils.checkpoint``: forward keeps only the chunk's input, backward recomputes that
+  chunk's logits. Correct for anything autograd can differentiate.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+IGNORE_INDEX = -100
+
+
+def supervised_loss(
+    hidden: Tensor, lm_head: nn.Module, labels: Tensor, chunk_size: int = 1024
+) -> tuple[Tensor, int]:
+    """Sum of token cross-entropies (fp32 scalar) and the number of supervised tokens.
+
+    ``hidden`` is [N, H] (final hidden states at supervised positions, already shifted),
+    ``labels`` is [N] target ids; rows labelled ``-100`` are ignored and not counted.
+    """
+    if hidden.dim() != 2 or labels.dim() != 1 or hidden.shape[0] != labels.shape[0]:
+        raise ValueError(
+            f"supervised_loss wants hidden [N, H] and labels [N]; got {tuple(hidden.shape)} "
+            f"and {tuple(labels.shape)}"
+        )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    n_tokens = int((labels != IGNORE_INDEX).sum()) if labels.numel() else 0
+    if hidden.shape[0] == 0 or n_tokens == 0:
+        # Keep the graph connected so a backward() over an empty micro-batch is a no-op
+        # rather than an error (DDP needs every rank to call backward).
+        zero = hidden.sum() * 0.0
+        for p in lm_head.parameters():
+            if p.requires_grad:
+                zero = zero + p.sum() * 0.0
+        return zero.float(), 0
+    if _is_plain_linear(lm_head):
+        loss = _FusedLinearCrossEntropy.apply(
+            hidden, lm_head.weight, lm_head.bias, labels, chunk_size
+        )
+    else:
+        loss = _checkpointed_chunks(hidden, lm_head, labels, chunk_size)
+    return loss, n_tokens
+
+
+def _is_plain_linear(module: nn.Module) -> bool:
+    # Exact type check: subclasses (bnb Linear4bit, PEFT LoRA layers) change forward().
+    # Forward hooks would be skipped by the fused path, so modules with hooks take the
+    # generic one.
+    return (
+        type(module) is nn.Linear
+        and not module._forward_hooks
+        and not module._forward_pre_hooks
+    )
+
+
+def _chunk_ce_sum(lm_head: nn.Module, h: Tensor, y: Tensor) -> Tensor:
+    logits = lm_head(h).float()
+    return F.cross_entropy(logits, y, ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def _checkpointed_chunks(
+    hidden: Tensor, lm_head: nn.Module, labels: Tensor, chunk_size: int
+) -> Tensor:
+    total = hidden.new_zeros((), dtype=torch.float32)
+    needs_grad = torch.is_grad_enabled() and (
+        hidden.requires_grad or any(p.requires_grad for p in lm_head.parameters())
+    )
+    for start in range(0, hidden.shape[0], chunk_size):
+        h = hidden[start : start + chunk_size]
+        y = labels[start : start + chunk_size]
+        if needs_grad:
+            part = checkpoint(_chunk_ce_sum, lm_head, h, y, use_reentrant=False)
+        else:
+            part = _chunk_ce_sum(lm_head, h, y)
+        total = total + part
+    return total
+
+
+class _FusedLinearCrossEntropy(torch.autograd.Function):
+    """sum CE(h @ W.T + b, y), gradients computed during forward one chunk at a time."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, labels, chunk_size):  # noqa: D401
+        want_h = hidden.requires_grad
+        want_w = weight.requires_grad
+        want_b = bias is not None and bias.requires_grad
+        grad_h = torch.empty_like(hidden) if want_h else None
+        # fp32 accumulators for the (rarely trained) head parameters: summing many bf16
+        # chunk products in bf16 would lose most of the mantissa.
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_w else None
+        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if want_b else None
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        with torch.no_grad():
+            for start in range(0, hidden.shape[0], chunk_size):
+                h = hidden[start : start + chunk_size]
+                y = labels[start : start + chunk_size]
+                logits = F.linear(h, weight, bias).float()
+                valid = y != IGNORE_INDEX
+                safe_y = torch.where(valid, y, torch.zeros_like(y))
+                lse = torch.logsumexp(logits, dim=-1)
+                target = logits.gather(1, safe_y[:, None]).squeeze(1)
+                total += ((lse - target) * valid).sum()
+                if not (want_h or want_w or want_b):
+                    continue
+                # d(sum CE)/d logits = softmax - onehot, zero on ignored rows. Done in place
+                # on the fp32 logits so the chunk needs one [chunk, V] fp32 buffer, not three.
+                grad_logits = logits.sub_(lse[:, None]).exp_()
+                grad_logits[torch.arange(len(y), device=y.device), safe_y] -= 1.0
+                grad_logits.mul_(valid[:, None])
+                if want_b:
+                    grad_b += grad_logits.sum(0)
+                g = grad_logits.to(weight.dtype)
+                del logits, grad_logits
+                if want_h:
+                    grad_h[start : start + chunk_size] = (g @ weight).to(hidden.dtype)
+                if want_w:
+                    grad_w += (g.t() @ h.to(g.dtype)).float()
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        ctx.param_dtypes = (weight.dtype, bias.dtype if bias is not None else None)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        w_dtype, b_dtype = ctx.param_dtypes
+        scale = grad_out.float()
+        out_h = (grad_h.float() * scale).to(grad_h.dtype) if grad_h is not None else None
+        out_w = (grad_w * scale).to(w_dtype) if grad_w is not None else None
+        out_b = (grad_b * scale).to(b_dtype) if grad_b is not None else None
+        return out_h, out_w, out_b, None, None
