@@ -1,0 +1,202 @@
+"""Promotion gates: compare a run's metrics against a policy, write `gate_receipt.json`.
+
+A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric names are
+`<source>.<key>[.<key>…]`:
+
+- `eval.*`  — `eval_results.json` (`mens corpus eval`), e.g. `eval.parse_rate`
+- `bench.*` — `benchmark_results.json` (`mens bench`), e.g. `bench.pass_at_1`,
+  `bench.by_category.function.pass_at_1`
+- `train.*` — the `results` of `training_manifest.json`, e.g. `train.final_loss`, plus two
+  figures derived from `telemetry.jsonl`: `train.initial_loss` (first logged step loss) and
+  `train.loss_ratio` (final ÷ initial; below 1 means the loss went down).
+
+A gate whose metric is missing or not a number fails with a message that says which file or key
+was absent: a gate that cannot be checked must never pass silently. A NaN or infinite loss fails
+every comparison, so `train.final_loss <= 1e6` is also the "loss is finite" gate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mens.errors import GateFailure, MensError
+from mens.evaluate.card import read_json
+from mens.records import write_json_atomic
+
+RECEIPT_NAME = "gate_receipt.json"
+OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+       "==": operator.eq, "!=": operator.ne}
+SOURCES = {"eval": "eval_results.json", "bench": "benchmark_results.json", "train": "training_manifest.json"}
+
+
+@dataclass
+class Gate:
+    name: str
+    metric: str
+    op: str
+    threshold: float
+    blocking: bool = True
+
+
+@dataclass
+class GateResult:
+    name: str
+    metric: str
+    op: str
+    threshold: float
+    blocking: bool
+    value: float | None
+    verdict: str  # "pass" | "fail"
+    message: str
+
+
+def load_policy(path: str | Path) -> list[Gate]:
+    """Read and check a gate policy; every mistake names the gate and what to fix."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise MensError("gate policy not found", str(path), "give a YAML file like examples/gates.yaml")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise MensError(f"gate policy is not valid YAML: {exc}", str(path), "fix the YAML") from None
+    raw = doc.get("gates") if isinstance(doc, dict) else None
+    if not isinstance(raw, list) or not raw:
+        raise MensError("gate policy needs a non-empty 'gates' list", str(path),
+                        "write gates: [{name, metric, op, threshold, blocking}]")
+    gates = []
+    for i, g in enumerate(raw):
+        where = f"{path}: gates[{i}]"
+        if not isinstance(g, dict):
+            raise MensError("each gate must be a mapping", where, "write {name, metric, op, threshold}")
+        metric = g.get("metric")
+        if not isinstance(metric, str) or metric.split(".")[0] not in SOURCES or "." not in metric:
+            raise MensError(f"metric {metric!r} must start with eval., bench. or train.", where,
+                            "e.g. metric: bench.pass_at_1")
+        op = g.get("op", ">=")
+        if op not in OPS:
+            raise MensError(f"unknown op {op!r}", where, f"use one of {' '.join(OPS)}")
+        threshold = g.get("threshold")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise MensError("threshold must be a number", where, "e.g. threshold: 0.9")
+        blocking = g.get("blocking", True)
+        if not isinstance(blocking, bool):
+            raise MensError("blocking must be true or false", where, "fix the gate")
+        gates.append(Gate(name=str(g.get("name") or metric), metric=metric, op=op,
+                          threshold=float(threshold), blocking=blocking))
+    return gates
+
+
+def _telemetry_losses(run: Path) -> list[float]:
+    path = run / "telemetry.jsonl"
+    if not path.is_file():
+        return []
+    losses = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a crashed run; the rest is still good
+        if isinstance(ev, dict) and ev.get("event") == "step" and isinstance(ev.get("loss"), (int, float)):
+            losses.append(float(ev["loss"]))
+    return losses
+
+
+class MetricSource:
+    """The run's result files, read once; `lookup(metric)` -> (value or None, why missing)."""
+
+    def __init__(self, run: Path, overrides: dict[str, Path] | None = None):
+        self.run = run
+        self.paths = {src: (overrides or {}).get(src) or run / name for src, name in SOURCES.items()}
+        self.docs: dict[str, dict | None] = {src: read_json(p) for src, p in self.paths.items()}
+        manifest = self.docs["train"]
+        results = dict(manifest.get("results") or {}) if manifest else None
+        if results is not None:
+            losses = _telemetry_losses(run)
+            if losses:
+                results.setdefault("initial_loss", losses[0])
+                final = results.get("final_loss", losses[-1])
+                if isinstance(final, (int, float)) and losses[0] > 0:
+                    results.setdefault("loss_ratio", float(final) / losses[0])
+        self.docs["train"] = results
+
+    def lookup(self, metric: str) -> tuple[float | None, str]:
+        src, *keys = metric.split(".")
+        node: Any = self.docs.get(src)
+        if node is None:
+            return None, f"{self.paths[src]} not found"
+        for i, key in enumerate(keys):
+            if not isinstance(node, dict) or key not in node:
+                return None, f"no '{'.'.join(keys[:i + 1])}' in {self.paths[src].name}"
+            node = node[key]
+        if isinstance(node, bool) or not isinstance(node, (int, float)):
+            return None, f"{metric} is {node!r}, not a number"
+        return float(node), ""
+
+
+def check_gates(run_dir: str | Path, gates: list[Gate],
+                overrides: dict[str, Path] | None = None) -> list[GateResult]:
+    """Evaluate every gate against the run's files (no early exit: the receipt lists them all)."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise MensError("run directory not found", str(run), "give the directory `mens train` wrote")
+    source = MetricSource(run, overrides)
+    results = []
+    for g in gates:
+        value, why = source.lookup(g.metric)
+        if value is None:
+            verdict, msg = "fail", f"metric missing: {why}"
+        elif math.isnan(value) or math.isinf(value):
+            verdict, msg = "fail", f"{g.metric} is not finite ({value})"
+        elif OPS[g.op](value, g.threshold):
+            verdict, msg = "pass", f"{value:.4g} {g.op} {g.threshold:g}"
+        else:
+            verdict, msg = "fail", f"{value:.4g} is not {g.op} {g.threshold:g}"
+        if value is not None and not math.isfinite(value):
+            value = None  # JSON has no NaN/inf; the message keeps the value
+        results.append(GateResult(name=g.name, metric=g.metric, op=g.op, threshold=g.threshold,
+                                  blocking=g.blocking, value=value, verdict=verdict, message=msg))
+    return results
+
+
+def run_gates(run_dir: str | Path, policy: str | Path, out: str | Path | None = None,
+              overrides: dict[str, Path] | None = None) -> dict:
+    """Check the policy on the run, write the receipt (default `<run>/gate_receipt.json`) and
+    return it. Raises GateFailure (exit 1) after writing when a blocking gate failed."""
+    gates = load_policy(policy)
+    results = check_gates(run_dir, gates, overrides)
+    blocking_failures = [r.name for r in results if r.verdict == "fail" and r.blocking]
+    receipt = {
+        "schema": "mens.gate_receipt.v1",
+        "run": str(run_dir),
+        "policy": str(policy),
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "passed": not blocking_failures,
+        "blocking_failures": blocking_failures,
+        "warnings": [r.name for r in results if r.verdict == "fail" and not r.blocking],
+        "gates": [asdict(r) for r in results],
+    }
+    write_json_atomic(Path(out) if out else Path(run_dir) / RECEIPT_NAME, receipt)
+    return receipt
+
+
+def format_receipt(receipt: dict) -> str:
+    lines = []
+    for g in receipt["gates"]:
+        mark = "PASS" if g["verdict"] == "pass" else ("FAIL" if g["blocking"] else "WARN")
+        lines.append(f"  {mark:4}  {g['name']:<28} {g['metric']:<26} {g['message']}")
+    lines.append("gates passed" if receipt["passed"]
+                 else f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")
+    return "\n".join(lines)
+
+
+def enforce(receipt: dict) -> None:
+    if not receipt["passed"]:
+        raise GateFailure(f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")

@@ -1,0 +1,71 @@
+import json
+import math
+import shutil
+
+import pytest
+from run_fixture import make_run
+
+from conftest import EXAMPLES
+from mens.evaluate.gates import Gate, check_gates
+
+
+def _policy(tmp_path, gates):
+    import yaml
+
+    path = tmp_path / "gates.yaml"
+    path.write_text(yaml.safe_dump({"gates": gates}))
+    return path
+
+
+def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
+    run = make_run(tmp_path, pass_at_1=0.0)
+    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 0, out + err
+    receipt = json.loads((run / "gate_receipt.json").read_text())
+    assert receipt["passed"] is True
+    by_name = {g["name"]: g for g in receipt["gates"]}
+    assert by_name["bench pass@1"]["verdict"] == "fail" and by_name["bench pass@1"]["blocking"] is False
+    assert receipt["warnings"] == ["bench pass@1", "bench code parses"]
+    assert by_name["loss decreased"]["verdict"] == "pass"
+    assert by_name["loss decreased"]["value"] == pytest.approx(1.5 / (4.0 * math.exp(-1 / 8) + 1.5 * (1 - math.exp(-1 / 8))))
+
+
+def test_blocking_failure_exits_1_and_still_writes_receipt(tmp_path, run_cli):
+    run = make_run(tmp_path, parse_rate=0.5)
+    policy = _policy(tmp_path, [{"name": "parses", "metric": "eval.parse_rate", "op": ">=", "threshold": 0.9},
+                                {"name": "p1", "metric": "bench.pass_at_1", "op": ">=", "threshold": 0.1}])
+    code, out, err = run_cli("gate", "--run", run, "--policy", policy)
+    assert code == 1
+    assert "blocking gate(s) failed: parses" in err
+    receipt = json.loads((run / "gate_receipt.json").read_text())
+    assert receipt["passed"] is False
+    assert [g["verdict"] for g in receipt["gates"]] == ["fail", "pass"]
+
+
+def test_missing_metric_is_a_clear_failure(tmp_path):
+    run = make_run(tmp_path, with_bench=False)
+    results = check_gates(run, [Gate("p1", "bench.pass_at_1", ">=", 0.1),
+                                Gate("typo", "eval.parse_rat", ">=", 0.1),
+                                Gate("nested", "eval.by_category.function.n", "==", 40)])
+    assert results[0].verdict == "fail" and "benchmark_results.json not found" in results[0].message
+    assert results[1].verdict == "fail" and "no 'parse_rat' in eval_results.json" in results[1].message
+    assert results[2].verdict == "pass"
+
+
+def test_nan_loss_fails_the_finite_gate(tmp_path):
+    run = make_run(tmp_path)
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    manifest["results"]["final_loss"] = float("nan")
+    (run / "training_manifest.json").write_text(json.dumps(manifest))
+    [res] = check_gates(run, [Gate("finite", "train.final_loss", "<=", 1e6)])
+    assert res.verdict == "fail" and "not finite" in res.message and res.value is None
+
+
+def test_bad_policy_is_a_user_error(tmp_path, run_cli):
+    run = make_run(tmp_path)
+    policy = _policy(tmp_path, [{"metric": "loss", "op": ">=", "threshold": 1}])
+    code, _, err = run_cli("gate", "--run", run, "--policy", policy)
+    assert code == 2 and "must start with eval., bench. or train." in err
+    shutil.rmtree(run)
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 2 and "run directory not found" in err
