@@ -1,0 +1,184 @@
+"""Builders for the from-scratch model: shape presets, a seeded GPT-2 with the VoxTokenizer,
+raw-text pre-training chunks, and saving as a standard Hugging Face model directory.
+
+The training loop (`mens.train.loop`) is the same one QLoRA/LoRA use; `--backend scratch` only
+swaps in these builders. GPT-2's architecture is used because its config has exactly the knobs
+DESIGN.md §4 names (layers, heads, width, FFN, dropouts, positions) and every later stage
+(bench, merge, serve) loads it with `AutoModelForCausalLM` unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.train.vox_tokenizer import EOS_ID, IM_END_ID, PAD_ID, VOCAB_SIZE
+
+
+@dataclass
+class ScratchShape:
+    """A decoder-only model shape; the defaults are the DESIGN.md §4 scratch model (~38M params)."""
+
+    n_layer: int = 12
+    n_head: int = 8
+    n_embd: int = 512
+    n_inner: int = 2048
+    dropout: float = 0.1
+    n_positions: int = 512
+
+    def check(self) -> "ScratchShape":
+        for name in ("n_layer", "n_head", "n_embd", "n_inner", "n_positions"):
+            if int(getattr(self, name)) < 1:
+                raise MensError(f"scratch shape: {name} must be at least 1, got {getattr(self, name)}",
+                                todo="pick a --preset or pass positive sizes")
+        if self.n_embd % self.n_head:
+            raise MensError(f"scratch shape: width {self.n_embd} is not divisible by {self.n_head} heads",
+                            todo="choose a width that is a multiple of the head count")
+        if not 0.0 <= self.dropout < 1.0:
+            raise MensError(f"scratch shape: dropout must be in [0, 1), got {self.dropout}")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+SCRATCH_PRESETS: dict[str, ScratchShape] = {
+    "default": ScratchShape(),
+    # A quarter of the default's compute: quick experiments on one GPU or a patient CPU.
+    "small": ScratchShape(n_layer=6, n_head=8, n_embd=256, n_inner=1024, dropout=0.1, n_positions=512),
+    # For tests and the CPU quickstart; dropout off because it only slows a run of a few minutes.
+    "tiny": ScratchShape(n_layer=2, n_head=4, n_embd=128, n_inner=512, dropout=0.0, n_positions=256),
+}
+
+
+def scratch_shape(preset: str = "default", **overrides) -> ScratchShape:
+    """The preset's shape with any non-None overrides applied (CLI flags beat presets)."""
+    if preset not in SCRATCH_PRESETS:
+        raise MensError(f"unknown scratch preset {preset!r}",
+                        todo=f"use one of: {', '.join(SCRATCH_PRESETS)}")
+    fields = SCRATCH_PRESETS[preset].to_dict()
+    fields.update({k: v for k, v in overrides.items() if v is not None and k in fields})
+    return ScratchShape(**fields).check()
+
+
+def gpt2_config(shape: ScratchShape):
+    """The GPT-2 config of `shape` over the 133-id VoxTokenizer vocabulary."""
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        vocab_size=VOCAB_SIZE, n_positions=shape.n_positions, n_embd=shape.n_embd,
+        n_layer=shape.n_layer, n_head=shape.n_head, n_inner=shape.n_inner,
+        resid_pdrop=shape.dropout, embd_pdrop=shape.dropout, attn_pdrop=shape.dropout,
+        # [EOS] separates raw-text documents (so it doubles as BOS); <|im_end|> ends a chat turn.
+        bos_token_id=EOS_ID, eos_token_id=IM_END_ID, pad_token_id=PAD_ID,
+        tie_word_embeddings=True,
+    )
+
+
+def generation_config():
+    """Stop on either end marker: <|im_end|> after a chat answer, [EOS] after a raw file."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(bos_token_id=EOS_ID, eos_token_id=[IM_END_ID, EOS_ID], pad_token_id=PAD_ID)
+
+
+def build_model_and_tokenizer(shape: ScratchShape, seed: int):
+    """A randomly initialised GPT-2 of `shape` (same `seed`, same weights) and the HF VoxTokenizer."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from mens.train.vox_tokenizer import build_hf_tokenizer
+
+    shape.check()
+    # Seed a forked RNG so building a model does not reset the caller's random stream.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(gpt2_config(shape))
+    model.generation_config = generation_config()
+    tokenizer = build_hf_tokenizer()
+    tokenizer.model_max_length = shape.n_positions
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------- raw-text pre-training
+
+RAW_TEXT_MAX_BYTES = 4 * 1024 * 1024  # larger files are data dumps, not source
+
+
+def raw_text_files(directory: str | Path) -> list[Path]:
+    """Regular text files under `directory`, sorted, skipping hidden paths."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise MensError(f"raw-text directory {str(root)!r} does not exist", where="--raw-text",
+                        todo="point --raw-text at a folder of source files")
+    files = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        if path.stat().st_size <= RAW_TEXT_MAX_BYTES:
+            files.append(path)
+    return files
+
+
+def _read_text(path: Path) -> str | None:
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None  # binary
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def raw_text_chunks(directory, tokenizer, seq_len: int) -> list[list[int]]:
+    """Whole source files as next-token training chunks of at most `seq_len` ids.
+
+    The files are tokenised in sorted order into one stream with the tokenizer's document
+    separator (`[EOS]` for the VoxTokenizer, else its eos token) after each file, then cut into
+    consecutive `seq_len` windows; every id is supervised. The last short window is kept if it
+    has at least two ids (one prediction). Binary and non-UTF-8 files are skipped.
+    """
+    if seq_len < 2:
+        raise MensError(f"raw-text sequence length must be at least 2, got {seq_len}")
+    vocab = tokenizer.get_vocab()
+    sep = vocab.get("[EOS]", tokenizer.eos_token_id)
+    texts = [t for t in (_read_text(p) for p in raw_text_files(directory)) if t]
+    if not texts:
+        raise MensError(f"no text files found under {str(directory)!r}", where="--raw-text",
+                        todo="point --raw-text at a folder of UTF-8 source files")
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        if sep is not None:
+            stream.append(sep)
+    chunks = [stream[i:i + seq_len] for i in range(0, len(stream), seq_len)]
+    return [c for c in chunks if len(c) >= 2]
+
+
+# ---------------------------------------------------------------- saving
+
+def save_scratch_model(model, tokenizer, out_dir) -> None:
+    """Save as a standard HF directory: config.json, model.safetensors, generation_config.json,
+    tokenizer.json, tokenizer_config.json and the ChatML chat template.
+
+    Everything is written into a temporary folder first and each file is then renamed into
+    `out_dir`, so a reader never sees a half-written weight file and other files the training
+    run keeps there (manifest, checkpoints) are left alone.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if getattr(model, "generation_config", None) is None or model.generation_config.eos_token_id is None:
+        model.generation_config = generation_config()
+    tmp = Path(tempfile.mkdtemp(prefix=".scratch-save.", dir=out))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        for item in sorted(tmp.iterdir()):
+            os.replace(item, out / item.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
