@@ -51,3 +51,39 @@ def tiny_llama_dir(tmp_path_factory, tiny_tokenizer_dir):
     from tiny import build_model
 
     return build_model(tmp_path_factory.mktemp("tiny-llama"), "llama", tokenizer_dir=tiny_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def make_adapter_run(tmp_path_factory, tiny_model_dir):
+    """Build a run dir as `mens train` writes it — a standard PEFT LoRA adapter (non-zero, so it
+    changes the outputs) plus training_manifest.json — over `base` (default: tiny_model_dir).
+    `make_adapter_run("name", seed=1, backend="qlora", copy_tokenizer=False)` → Path."""
+    import hashlib
+    import json
+
+    def _make(name: str, *, base=None, seed: int = 0, backend: str = "lora", copy_tokenizer: bool = True):
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        base = Path(base or tiny_model_dir)
+        run = tmp_path_factory.mktemp(name)
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        cfg = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False,
+                         task_type="CAUSAL_LM")
+        peft_model = get_peft_model(model, cfg)
+        peft_model.save_pretrained(run)
+        if copy_tokenizer:
+            AutoTokenizer.from_pretrained(base).save_pretrained(run)
+        manifest = {
+            "schema_version": "mens.training_manifest.v1",
+            "base_model": {"path": str(base), "id": str(base),
+                           "config_sha256": hashlib.sha256((base / "config.json").read_bytes()).hexdigest()},
+            "backend": backend, "quantization": "nf4" if backend == "qlora" else None,
+            "dtype": "float32", "status": "completed",
+        }
+        (run / "training_manifest.json").write_text(json.dumps(manifest, indent=2))
+        return run
+
+    return _make

@@ -20,6 +20,7 @@ from mens.errors import GateFailure, MensError
 COMMAND_MODULES = [
     "mens.lang.cli",
     "mens.evaluate.cli",
+    "mens.serve.cli",
 ]
 
 

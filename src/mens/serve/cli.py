@@ -1,0 +1,83 @@
+"""`mens merge` and `mens serve`. Light at import time: everything heavy loads in the handlers."""
+
+from __future__ import annotations
+
+import argparse
+
+from mens.errors import MensError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("merge", help="fold a run's adapter into its full-precision base → HF model dir",
+                       description="Fold a run's adapter into the ORIGINAL full-precision base (QLoRA too) and "
+                       "write a complete HF model dir atomically; reports the logit difference vs the adapter.")
+    p.add_argument("run", help="run dir of mens train (adapter_config.json + training_manifest.json)")
+    p.add_argument("--out", required=True, help="output model directory (must not exist or be empty)")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"], help="saved weight dtype (bf16)")
+    p.add_argument("--max-shard-size", default="2GB", help="safetensors shard size (2GB)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_merge)
+
+    s = sub.add_parser("serve", help="serve a model or run over an OpenAI-compatible HTTP API",
+                       description="Serve MODEL_OR_RUN (a run dir, a merged/HF model dir or a hub id) over "
+                       "/v1/chat/completions, /v1/completions and /v1/models, batching concurrent requests.")
+    s.add_argument("model", metavar="MODEL_OR_RUN")
+    s.add_argument("--adapter", action="append", default=[], metavar="NAME=RUN",
+                   help="another adapter over the same base, chosen by the request's `model` (repeatable)")
+    s.add_argument("--name", help="served name of MODEL_OR_RUN (default: its directory name)")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default: env MENS_API_KEY, else none)")
+    s.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (8)")
+    s.add_argument("--queue-size", type=int, default=64, help="waiting requests before 429 (64)")
+    s.add_argument("--grammar", choices=["vox"], help="constrain generated code to parse as far as it goes")
+    s.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                   help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
+    s.add_argument("--dtype", choices=["bf16", "f16", "f32"], help="default: f32 on CPU, bf16 on CUDA")
+    s.set_defaults(func=_serve)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from mens.merge import format_report, merge_run, report_json
+
+    report = merge_run(args.run, args.out, dtype=args.dtype, max_shard_size=args.max_shard_size)
+    print(report_json(report) if args.json else format_report(report))
+    return 0
+
+
+def parse_adapters(items: list[str]) -> dict[str, str]:
+    adapters: dict[str, str] = {}
+    for item in items:
+        name, sep, run = item.partition("=")
+        if not sep or not name or not run:
+            raise MensError(f"bad --adapter {item!r}", "--adapter", "write NAME=RUN_DIR")
+        adapters[name] = run
+    return adapters
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    adapters = parse_adapters(args.adapter)
+    api_key = args.api_key or os.environ.get("MENS_API_KEY")
+    if args.engine == "vllm":
+        from mens.serve.vllm import launch_vllm
+
+        return launch_vllm(args.model, adapters, host=args.host, port=args.port, api_key=api_key,
+                           name=args.name, dtype=args.dtype)
+    import uvicorn
+
+    from mens.serve.app import build_server
+    from mens.progress import say
+
+    app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
+                               max_batch=args.max_batch, queue_size=args.queue_size, grammar=args.grammar,
+                               device=args.device, dtype=args.dtype)
+    say(f"serving {', '.join(engine.models)} on http://{args.host}:{args.port}/v1 "
+        f"({engine.device}, batch ≤ {args.max_batch}{', grammar ' + args.grammar if args.grammar else ''})")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        engine.stop()
+    return 0

@@ -1,0 +1,74 @@
+"""`mens merge`: the merged model gives the adapter model's outputs and loads with plain transformers."""
+
+import json
+
+import pytest
+import torch
+
+
+def _logits(model, tok, text="fn add(a: int, b: int) to int {"):
+    with torch.no_grad():
+        return model(input_ids=tok(text, return_tensors="pt").input_ids).logits.float()
+
+
+def test_merge_matches_adapter_and_loads_plainly(make_adapter_run, tmp_path, run_cli):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = make_adapter_run("merge-lora", seed=3, copy_tokenizer=False)
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli("merge", run, "--out", out, "--dtype", "f32", "--max-shard-size", "100KB")
+    assert code == 0, err
+    assert "max |logit diff|" in stdout
+    shards = sorted(out.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (out / "model.safetensors.index.json").is_file()
+    for name in ("config.json", "generation_config.json", "README.md", "merge_report.json"):
+        assert (out / name).is_file(), name
+    assert not list(tmp_path.glob(".merged.*")), "temp dir left behind"
+
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.chat_template and "<|im_start|>" in tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    merged = AutoModelForCausalLM.from_pretrained(out)  # plain transformers, no peft
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    base = AutoModelForCausalLM.from_pretrained(manifest["base_model"]["path"], dtype=torch.float32)
+    adapter_model = PeftModel.from_pretrained(base, str(run)).eval()
+    want, got = _logits(adapter_model, tok), _logits(merged, tok)
+    assert torch.allclose(want, got, atol=1e-4), (want - got).abs().max()
+    with adapter_model.disable_adapter():
+        assert (want - _logits(adapter_model, tok)).abs().max() > 1e-2, "the adapter must change outputs"
+    report = json.loads((out / "merge_report.json").read_text())
+    assert report["max_logit_diff"] < 1e-4 and report["max_logit_diff_saved"] < 1e-4
+    gen = json.loads((out / "generation_config.json").read_text())
+    assert tok.convert_tokens_to_ids("<|im_end|>") in (gen["eos_token_id"] if isinstance(gen["eos_token_id"], list)
+                                                       else [gen["eos_token_id"]])
+
+
+def test_qlora_run_merges_into_the_fp_base(make_adapter_run, tmp_path):
+    from mens.merge import merge_run
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = make_adapter_run("merge-qlora", seed=4, backend="qlora")
+    report = merge_run(run, tmp_path / "m", dtype="bf16")
+    assert report.backend == "qlora" and report.dtype == "bfloat16"
+    assert report.max_logit_diff < 1e-4          # fold into fp weights is exact up to fp32 rounding
+    assert report.max_logit_diff_saved < 0.1     # then rounded to bf16
+    if report.max_logit_diff_vs_nf4 is not None:  # bitsandbytes NF4 ran: the quantisation gap is real
+        assert report.max_logit_diff_vs_nf4 > report.max_logit_diff
+    tok = AutoTokenizer.from_pretrained(run)
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "m", dtype=torch.float32)
+    assert merged.dtype == torch.float32
+    base = AutoModelForCausalLM.from_pretrained(report.base, dtype=torch.float32)
+    ref = PeftModel.from_pretrained(base, str(run)).eval()
+    assert (_logits(ref, tok) - _logits(merged, tok)).abs().max() < 0.1
+
+
+def test_merge_refuses_non_empty_out_and_missing_run(make_adapter_run, tmp_path, run_cli):
+    run = make_adapter_run("merge-errors")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("x")
+    code, _, err = run_cli("merge", run, "--out", tmp_path / "taken")
+    assert code == 2 and "not empty" in err
+    code, _, err = run_cli("merge", tmp_path / "nope", "--out", tmp_path / "o")
+    assert code == 2 and err.startswith("mens: error:")
