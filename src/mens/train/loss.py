@@ -14,7 +14,8 @@ Two paths:
   computes the gradient with respect to the hidden states (and the weight/bias when they are
   trainable) *inside the forward pass*, chunk by chunk, and stores only that [N, H] gradient.
   Backward is a scalar multiply. This costs two head matmuls per chunk instead of the three a
-  recompute-in-backward scheme needs (measured: ~1.4x faster loss step on the 151,936-id head);
+  recompute-in-backward scheme needs (measured, 1,536 tokens x 151,936 ids, bf16, 2 cores:
+  2.1 s forward+backward vs 4.7 s checkpointed and 2.5 s for full unchunked logits);
 * any other module (a PEFT-wrapped Linear, a head with hooks) runs each chunk under
   ``torch.utils.checkpoint``: forward keeps only the chunk's input, backward recomputes that
   chunk's logits. Correct for anything autograd can differentiate.
