@@ -6,6 +6,34 @@ from pathlib import Path
 
 
 def register(sub) -> None:
+    bench = sub.add_parser("bench", help="held-out bench: generate, parse, score; pass@1 / pass@k",
+                           description="Generate n samples per bench task with the model's chat template, "
+                           "score each (parses with the language pack, not a stub, contains the expected "
+                           "needles) and write benchmark_results.json.")
+    bench.add_argument("--model", required=True, help="run dir (adapter), merged/scratch model dir, or hub id")
+    bench.add_argument("--bench", type=Path, required=True, help="bench .jsonl file or directory of them")
+    bench.add_argument("-k", type=int, default=1, help="k of pass@k (default 1)")
+    bench.add_argument("-n", "--samples", type=int, help="samples per task (default k; n > k uses the unbiased estimator)")
+    bench.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("-o", "--output", type=Path, help="results file (default: MODEL/benchmark_results.json "
+                       "for a run dir, else ./benchmark_results.json)")
+    bench.add_argument("--limit", type=int, help="only the first N tasks")
+    bench.add_argument("--max-new-tokens", type=int, default=256)
+    bench.add_argument("--batch-size", type=int, default=8)
+    bench.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+    bench.add_argument("--train-data", type=Path, action="append",
+                       help="training data to check for contamination (warns and records hits; repeatable)")
+    bench.set_defaults(func=_bench)
+
+    deco = sub.add_parser("decontaminate", help="check that no bench prompt or reference is in training data",
+                          description="Report bench tasks whose prompt (normalised text) or reference solution "
+                          "(structural hash) appears in training JSONL files; exit 1 when any does.")
+    deco.add_argument("--bench", type=Path, required=True, help="bench .jsonl file or directory")
+    deco.add_argument("--data", type=Path, nargs="+", required=True, help="training JSONL file(s)")
+    deco.add_argument("-o", "--output", type=Path, help="write the report as JSON")
+    deco.set_defaults(func=_decontaminate)
+
     card = sub.add_parser("card", help="(re)render MODEL_CARD.md of a run from the files in it",
                           description="Render MODEL_CARD.md from the run's manifest, eval, bench and gate results.")
     card.add_argument("run", type=Path, help="run directory")
@@ -39,4 +67,41 @@ def _gate(args) -> int:
     receipt = run_gates(args.run, args.policy, args.output, overrides)
     print(format_receipt(receipt))
     enforce(receipt)
+    return 0
+
+
+def _bench(args) -> int:
+    from mens.evaluate.bench import run_bench
+
+    out = args.output
+    if out is None:
+        model_dir = Path(args.model)
+        out = model_dir / "benchmark_results.json" if (model_dir / "training_manifest.json").is_file() \
+            else Path("benchmark_results.json")
+    res = run_bench(args.model, args.bench, k=args.k, n=args.samples, temperature=args.temperature,
+                    seed=args.seed, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                    batch_size=args.batch_size, device=args.device, out=out, train_data=args.train_data)
+    print(f"{res['n_tasks']} tasks x {res['n_samples']} samples: pass@1 {res['pass_at_1']:.3f}  "
+          f"pass@{res['k']} {res['pass_at_k']:.3f}  parses {res['parse_rate']:.3f}  "
+          f"semantic {res['semantic_pass_rate']:.3f}  not-stub {res['anti_stub_rate']:.3f}")
+    for name, c in res["by_category"].items():
+        print(f"  {name:<16} {c['n_tasks']:>3} tasks  pass@1 {c['pass_at_1']:.3f}  parses {c['parse_rate']:.3f}")
+    print(f"wrote {out}")
+    return 0
+
+
+def _decontaminate(args) -> int:
+    from mens.errors import GateFailure
+    from mens.evaluate.contamination import find_contamination
+    from mens.records import write_json_atomic
+
+    report = find_contamination(args.bench, args.data)
+    if args.output:
+        write_json_atomic(args.output, report)
+    for hit in report["hits"]:
+        print(f"{hit['id']}: {hit['field']} found in {hit['where']}")
+    print(f"{report['tasks_checked']} tasks checked against {report['training_rows']} training rows: "
+          f"{len(report['contaminated'])} contaminated")
+    if report["contaminated"]:
+        raise GateFailure(f"{len(report['contaminated'])} bench task(s) appear in the training data")
     return 0

@@ -1,0 +1,302 @@
+"""The held-out bench: generate k samples per task, score whether the code parses, is not a stub
+and contains what the task asks for, and report pass@1 / pass@k.
+
+A task is one JSONL object `{id, category, prompt, expect_contains[], context_files[], lang?}`.
+A sample passes when all three checks do:
+
+- parses:   the code (first fenced block of the response, else the whole response) is accepted
+            by the task's language pack (`lang`, default vox);
+- not stub: no placeholder markers (TODO, `...`, `unimplemented`, `pass`-only bodies, `@hole`)
+            and more than one meaningful non-comment line;
+- semantic: every string in `expect_contains` occurs in the code.
+
+pass@k uses the unbiased estimator of Chen et al. (2021), 1 - C(n-c, k) / C(n, k), averaged
+over tasks, where n samples were drawn and c passed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mens.errors import MensError
+from mens.lang.base import extract_code
+from mens.records import iter_jsonl, write_json_atomic
+
+# Placeholder markers a model writes instead of code. `...` is not Vox syntax (ranges are `..`),
+# and in Python it is the conventional "fill this in" body.
+_STUB_MARKERS = re.compile(r"\b(TODO|FIXME|XXX|unimplemented|NotImplementedError)\b|\btodo!|\.\.\.|…"
+                           r"|@hole\b|(?i:your code here)|<placeholder>")
+# Lines that carry no logic of their own: a bare `pass`, an ellipsis, lone braces.
+_FILLER_LINES = {"pass", "...", "{", "}", "{}", "(", ")", "[", "]"}
+
+
+@dataclass
+class BenchTask:
+    id: str
+    category: str
+    prompt: str
+    expect_contains: list[str] = field(default_factory=list)
+    context_files: list[str] = field(default_factory=list)
+    lang: str = "vox"
+    reference: str | None = None
+    where: str = ""
+
+    def full_prompt(self, base_dir: Path) -> str:
+        """The prompt with its context files appended as fenced blocks (paths relative to the
+        bench file), so the model sees the code the task refers to."""
+        parts = [self.prompt]
+        for rel in self.context_files:
+            path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
+            if not path.is_file():
+                raise MensError(f"context file {rel!r} not found", self.where, "fix context_files")
+            parts.append(f"Context file `{rel}`:\n```{self.lang}\n{path.read_text(encoding='utf-8').rstrip()}\n```")
+        return "\n\n".join(parts)
+
+
+def bench_files(path: str | Path) -> list[Path]:
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else []
+    if not files:
+        raise MensError("no bench tasks found", str(path), "give a .jsonl file or a directory holding some")
+    return files
+
+
+def load_tasks(path: str | Path, limit: int | None = None) -> list[tuple[BenchTask, Path]]:
+    """(task, its file's directory) for every task, in file order; ids must be unique."""
+    tasks: list[tuple[BenchTask, Path]] = []
+    seen: set[str] = set()
+    for file in bench_files(path):
+        for lineno, obj in iter_jsonl(file):
+            where = f"{file}:{lineno}"
+            if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+                raise MensError("a bench task needs a non-empty string 'prompt'", where,
+                                "write {id, category, prompt, expect_contains, context_files}")
+            needles = obj.get("expect_contains") or []
+            if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
+                raise MensError("'expect_contains' must be a list of strings", where, "fix the task")
+            task = BenchTask(id=str(obj.get("id") or f"{file.stem}-{lineno}"), category=str(obj.get("category") or "other"),
+                             prompt=obj["prompt"], expect_contains=needles,
+                             context_files=list(obj.get("context_files") or []), lang=str(obj.get("lang") or "vox"),
+                             reference=obj.get("reference") or obj.get("solution"), where=where)
+            if task.id in seen:
+                raise MensError(f"duplicate task id {task.id!r}", where, "give every task its own id")
+            seen.add(task.id)
+            tasks.append((task, file.parent))
+    return tasks[:limit] if limit else tasks
+
+
+# ---------------------------------------------------------------- scoring
+
+@dataclass
+class SampleScore:
+    code: str
+    parses: bool
+    parse_message: str | None
+    stub_reason: str | None
+    missing: list[str]
+    passed: bool
+
+
+def stub_reason(code: str, comment_prefixes: tuple[str, ...] = ("//", "#")) -> str | None:
+    """Why `code` is a placeholder rather than an answer, or None when it is real code."""
+    marker = _STUB_MARKERS.search(code)
+    if marker:
+        return f"placeholder marker {marker.group(0)!r}"
+    meaningful = []
+    for line in code.splitlines():
+        s = line.strip()
+        if not s or (comment_prefixes and s.startswith(comment_prefixes)) or s in _FILLER_LINES:
+            continue
+        meaningful.append(s)
+    if len(meaningful) <= 1:
+        return f"only {len(meaningful)} meaningful non-comment line(s)"
+    return None
+
+
+def score_sample(response: str, task: BenchTask, pack=None) -> SampleScore:
+    """Score one generated response against its task (the pack defaults to the task's `lang`)."""
+    if pack is None:
+        from mens.lang import get_pack
+
+        pack = get_pack(task.lang)
+    code, _ = extract_code(response)
+    code = code.strip("\n")
+    if code.strip():
+        err = pack.check(code)
+        parses, message = err is None, (str(err) if err else None)
+    else:
+        parses, message = False, "empty response"
+    stub = stub_reason(code, tuple(pack.comment_prefixes) or ("//", "#"))
+    missing = [n for n in task.expect_contains if n not in code]
+    return SampleScore(code=code, parses=parses, parse_message=message, stub_reason=stub, missing=missing,
+                       passed=parses and stub is None and not missing)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task: n samples, c correct (Chen et al. 2021, numerically stable)."""
+    if k > n:
+        raise ValueError(f"k={k} > n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def _rates(items: list[dict], k: int) -> dict[str, float]:
+    samples = [s for it in items for s in it["samples"]]
+    ns = max(1, len(samples))
+    return {
+        "n_tasks": len(items),
+        "pass_at_1": sum(it["pass_at_1"] for it in items) / max(1, len(items)),
+        "pass_at_k": sum(it["pass_at_k"] for it in items) / max(1, len(items)),
+        "parse_rate": sum(s["parses"] for s in samples) / ns,
+        "semantic_pass_rate": sum(not s["missing"] for s in samples) / ns,
+        "anti_stub_rate": sum(s["stub_reason"] is None for s in samples) / ns,
+    }
+
+
+def score_bench(tasks: list[BenchTask], responses: list[list[str]], k: int) -> dict[str, Any]:
+    """Scores and summary for `responses[i]` (n samples) of `tasks[i]` — the results document
+    minus run details. Pure: the tests call it on hand-written responses."""
+    from mens.lang import get_pack
+
+    items = []
+    for task, outs in zip(tasks, responses, strict=True):
+        pack = get_pack(task.lang)
+        scores = [score_sample(r, task, pack) for r in outs]
+        n, c = len(scores), sum(s.passed for s in scores)
+        items.append({"id": task.id, "category": task.category, "lang": task.lang, "prompt": task.prompt,
+                      "n": n, "correct": c, "pass_at_1": c / n if n else 0.0,
+                      "pass_at_k": pass_at_k(n, c, min(k, n)) if n else 0.0,
+                      "samples": [dict(asdict(s), response=r) for s, r in zip(scores, outs)]})
+    by_cat: dict[str, list[dict]] = {}
+    for it in items:
+        by_cat.setdefault(it["category"], []).append(it)
+    return {**_rates(items, k), "by_category": {c: _rates(v, k) for c, v in sorted(by_cat.items())},
+            "items": items}
+
+
+# ---------------------------------------------------------------- generation
+
+def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
+    """The generation prompt in the model's chat template, or ChatML when it has none."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + "<|im_start|>assistant\n"
+
+
+def _stop_ids(tokenizer) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    for tok in ("<|im_end|>", "<|endoftext|>", "[EOS]"):
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.add(tid)
+    return sorted(i for i in ids if i is not None)
+
+
+def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: float = 0.0, seed: int = 0,
+             max_new_tokens: int = 256, batch_size: int = 8, system: str | None = None,
+             progress_bar=None) -> list[list[str]]:
+    """n responses per prompt. Batched with left padding; sampling is seeded per batch, so the
+    same seed, batch size and model give the same responses."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    window = int(getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 0) or 4096)
+    max_prompt = max(16, window - max_new_tokens)
+    texts = [chat_prompt(tokenizer, p, system) for p in prompts for _ in range(n)]
+    stop = _stop_ids(tokenizer)
+    device = next(model.parameters()).device
+    outputs: list[str] = []
+    was_training = model.training
+    model.eval()
+    try:
+        for b, start in enumerate(range(0, len(texts), batch_size)):
+            chunk = texts[start:start + batch_size]
+            tokenizer.truncation_side = "left"  # keep the end of an over-long prompt: the question
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, truncation=True, max_length=max_prompt,
+                            add_special_tokens=False).to(device)
+            new_tokens = max(1, min(max_new_tokens, window - enc["input_ids"].shape[1]))
+            torch.manual_seed(seed * 100_003 + b)
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0} \
+                if temperature > 0 else {"do_sample": False}
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=new_tokens, eos_token_id=stop,
+                                     pad_token_id=tokenizer.pad_token_id, **sampling)
+            gen = out[:, enc["input_ids"].shape[1]:]
+            outputs += tokenizer.batch_decode(gen, skip_special_tokens=True)
+            if progress_bar is not None:
+                progress_bar.advance(len(chunk))
+    finally:
+        model.train(was_training)
+    return [outputs[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+
+def _system_prompt(manifest: dict) -> str | None:
+    hp = manifest.get("hyperparameters") or {}
+    return manifest.get("system_prompt") or (hp.get("system_prompt") if isinstance(hp, dict) else None)
+
+
+def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int | None = None,
+              temperature: float = 0.0, seed: int = 0, limit: int | None = None, max_new_tokens: int = 256,
+              batch_size: int = 8, device: str = "auto", out: str | Path | None = None,
+              train_data: list[str | Path] | None = None) -> dict[str, Any]:
+    """Load the model, generate n (default k) samples per task, score, and write the results."""
+    from mens.inference import load_model
+    from mens.progress import progress, say
+
+    n = n or k
+    if k < 1 or n < k:
+        raise MensError(f"need 1 <= k <= n samples (k={k}, n={n})", "-k/--samples", "draw at least k samples")
+    if n > 1 and temperature <= 0:
+        raise MensError("several samples per task need sampling", "--temperature",
+                        "give --temperature > 0 (e.g. 0.8) or use -k 1")
+    loaded = load_tasks(bench, limit)
+    tasks = [t for t, _ in loaded]
+    prompts = [t.full_prompt(d) for t, d in loaded]
+    contamination = None
+    if train_data:
+        from mens.evaluate.contamination import find_contamination
+
+        contamination = find_contamination(bench, train_data)
+        for hit in contamination["hits"]:
+            say(f"warning: bench task {hit['id']} {hit['field']} appears in training data ({hit['where']})")
+    started = time.time()
+    model, tokenizer, info = load_model(model_path, device=device)
+    with progress("bench", total=len(prompts) * n) as bar:
+        responses = generate(model, tokenizer, prompts, n=n, temperature=temperature, seed=seed,
+                             max_new_tokens=max_new_tokens, batch_size=batch_size,
+                             system=_system_prompt(info.get("manifest") or {}), progress_bar=bar)
+    result = {"schema": "mens.benchmark_results.v1", "model": str(model_path), "bench": str(bench), "k": k,
+              "n_samples": n, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,
+              "device": info.get("device"), **score_bench(tasks, responses, k),
+              "wall_time_s": round(time.time() - started, 2)}
+    if contamination is not None:
+        result["contamination"] = contamination
+    # Keep the summary figures first in the file, the per-item detail last.
+    result["items"] = result.pop("items")
+    if out:
+        write_json_atomic(out, result)
+    return result
+
+
+def bench_callback(model, tokenizer, bench_path: str | Path, k: int = 1, limit: int | None = 8,
+                   max_new_tokens: int = 128, batch_size: int = 8, seed: int = 0,
+                   system: str | None = None) -> float:
+    """pass@1 of the model being trained on (the first `limit` tasks of) a bench — greedy when
+    k == 1 — for `mens train --bench DIR --bench-every N`. Restores the model's train mode."""
+    loaded = load_tasks(bench_path, limit)
+    prompts = [t.full_prompt(d) for t, d in loaded]
+    responses = generate(model, tokenizer, prompts, n=k, temperature=0.0 if k == 1 else 0.8, seed=seed,
+                         max_new_tokens=max_new_tokens, batch_size=batch_size, system=system)
+    return score_bench([t for t, _ in loaded], responses, k)["pass_at_1"]

@@ -1,0 +1,106 @@
+import itertools
+import json
+
+import pytest
+
+from mens.evaluate.bench import BenchTask, bench_callback, pass_at_k, score_bench, score_sample, stub_reason
+
+PY_TASK = BenchTask(id="t1", category="function", prompt="Write add.", expect_contains=["def add", "return"],
+                    lang="python")
+
+
+@pytest.mark.parametrize("n,c,k", [(1, 0, 1), (1, 1, 1), (5, 2, 1), (5, 2, 3), (10, 3, 5), (6, 0, 2), (6, 6, 4)])
+def test_pass_at_k_matches_direct_enumeration(n, c, k):
+    outcomes = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(outcomes, k))
+    direct = sum(any(s) for s in subsets) / len(subsets)
+    assert pass_at_k(n, c, k) == pytest.approx(direct)
+
+
+def test_scoring_parse_stub_semantic():
+    good = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```\nDone."
+    s = score_sample(good, PY_TASK)
+    assert (s.parses, s.stub_reason, s.missing, s.passed) == (True, None, [], True)
+    assert s.code == "def add(a, b):\n    return a + b"
+
+    broken = score_sample("def add(a, b)\n    return a + b", PY_TASK)  # no fence: the whole response
+    assert not broken.parses and broken.parse_message and not broken.passed
+
+    stub = score_sample("```python\ndef add(a, b):\n    pass\n```", PY_TASK)
+    assert stub.parses and stub.stub_reason and not stub.passed and stub.missing == ["return"]
+
+    todo = score_sample("def add(a, b):\n    # TODO: implement\n    return 0", PY_TASK)
+    assert todo.parses and "TODO" in todo.stub_reason and not todo.passed
+
+    wrong = score_sample("def sub(a, b):\n    return a - b", PY_TASK)
+    assert wrong.parses and wrong.stub_reason is None and wrong.missing == ["def add"] and not wrong.passed
+
+    assert score_sample("", PY_TASK).parse_message == "empty response"
+
+
+def test_stub_rules():
+    assert stub_reason("fn f() {\n    ...\n}") == "placeholder marker '...'"
+    assert stub_reason("@hole fn f() to int") == "placeholder marker '@hole'"
+    assert stub_reason("fn f() {\n    unimplemented\n}").startswith("placeholder marker")
+    assert stub_reason("// a comment\nfn f() to int { return 1 }") == "only 1 meaningful non-comment line(s)"
+    assert stub_reason("type Todo {\n    title: str\n}") is None  # 'Todo' is a name, not a marker
+    assert stub_reason("fn f() to int {\n    return 1\n}") is None
+
+
+def test_summary_by_category_and_pass_at_k():
+    tasks = [PY_TASK, BenchTask(id="t2", category="class", prompt="p", expect_contains=["class"], lang="python")]
+    good, bad = "def add(a, b):\n    return a + b", "def add(a, b)\n  return"
+    res = score_bench(tasks, [[good, bad, bad], [bad, bad, bad]], k=2)
+    assert res["pass_at_1"] == pytest.approx((1 / 3 + 0) / 2)
+    assert res["pass_at_k"] == pytest.approx((pass_at_k(3, 1, 2) + 0) / 2)
+    assert res["parse_rate"] == pytest.approx(1 / 6)
+    assert res["by_category"]["function"]["pass_at_1"] == pytest.approx(1 / 3)
+    assert res["by_category"]["class"]["n_tasks"] == 1
+    item = res["items"][0]
+    assert item["correct"] == 1 and item["samples"][1]["parse_message"] and item["samples"][0]["response"] == good
+
+
+def _bench_file(tmp_path):
+    ctx = tmp_path / "ctx.py"
+    ctx.write_text("def helper():\n    return 1\n")
+    tasks = [{"id": f"b{i}", "category": ["function", "class"][i % 2], "prompt": f"Write function number {i}.",
+              "expect_contains": ["def"], "context_files": ["ctx.py"] if i == 0 else [], "lang": "python"}
+             for i in range(3)]
+    path = tmp_path / "bench.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    return path
+
+
+def test_bench_end_to_end_on_a_tiny_model_is_deterministic(tmp_path, tiny_model_dir, run_cli):
+    bench = _bench_file(tmp_path)
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.json"
+        code, stdout, err = run_cli("bench", "--model", tiny_model_dir, "--bench", bench, "-k", "2", "-n", "3",
+                                    "--temperature", "0.9", "--seed", "7", "--max-new-tokens", "12",
+                                    "--batch-size", "4", "-o", out, "--device", "cpu")
+        assert code == 0, err
+        runs.append(json.loads(out.read_text()))
+    a, b = runs
+    assert a["n_tasks"] == 3 and a["n_samples"] == 3 and a["k"] == 2
+    assert set(a["by_category"]) == {"function", "class"}
+    assert [s["response"] for it in a["items"] for s in it["samples"]] == \
+        [s["response"] for it in b["items"] for s in it["samples"]]
+    assert all(len(it["samples"]) == 3 for it in a["items"])
+    assert 0.0 <= a["pass_at_1"] <= a["pass_at_k"] <= 1.0
+    assert "pass@2" in stdout
+
+
+def test_bench_callback_and_user_errors(tmp_path, tiny_model_dir, run_cli):
+    from mens.inference import load_model
+
+    bench = _bench_file(tmp_path)
+    model, tok, _ = load_model(tiny_model_dir, device="cpu")
+    model.train()
+    value = bench_callback(model, tok, bench, limit=2, max_new_tokens=8)
+    assert 0.0 <= value <= 1.0 and model.training  # train mode restored
+
+    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", bench, "-k", "2", "-o", tmp_path / "x.json")
+    assert code == 2 and "--temperature" in err
+    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", tmp_path / "none")
+    assert code == 2 and "no bench tasks found" in err
