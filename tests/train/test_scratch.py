@@ -1,0 +1,117 @@
+"""Scratch builders: shapes, seeded init, raw-text chunks, save/load as a plain HF model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mens.errors import MensError
+from mens.train import vox_tokenizer as vt
+from mens.train.scratch import (SCRATCH_PRESETS, ScratchShape, build_model_and_tokenizer, raw_text_chunks,
+                                save_scratch_model, scratch_shape)
+
+TINY = SCRATCH_PRESETS["tiny"]
+
+
+def test_default_shape_is_the_design_shape():
+    assert SCRATCH_PRESETS["default"] == ScratchShape(n_layer=12, n_head=8, n_embd=512, n_inner=2048,
+                                                      dropout=0.1, n_positions=512)
+    assert set(SCRATCH_PRESETS) >= {"default", "small", "tiny"}
+
+
+def test_builder_shapes_and_special_ids():
+    model, tok = build_model_and_tokenizer(TINY, seed=0)
+    cfg = model.config
+    assert (cfg.model_type, cfg.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.n_inner, cfg.n_positions) == \
+        ("gpt2", 133, 2, 4, 128, 512, 256)
+    assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (vt.EOS_ID, vt.IM_END_ID, vt.PAD_ID)
+    assert model.get_input_embeddings().weight.shape == (133, 128)
+    assert len(model.transformer.h) == 2 and model.transformer.h[0].mlp.c_fc.nf == 512
+    assert len(tok) == 133 and tok.eos_token_id == vt.IM_END_ID
+    default = build_model_and_tokenizer(SCRATCH_PRESETS["default"], seed=0)[0]
+    n = sum(p.numel() for p in default.parameters())
+    assert 37e6 < n < 39e6  # 12 x 512-wide blocks with 2048 FFN, tied 133-token head
+    assert default.config.resid_pdrop == default.config.attn_pdrop == default.config.embd_pdrop == 0.1
+
+
+def test_init_is_seeded_and_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    a = build_model_and_tokenizer(TINY, seed=7)[0]
+    after = torch.rand(3)
+    b = build_model_and_tokenizer(TINY, seed=7)[0]
+    c = build_model_and_tokenizer(TINY, seed=8)[0]
+    assert torch.equal(expected, after)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not torch.equal(sa["transformer.h.0.attn.c_attn.weight"], sc["transformer.h.0.attn.c_attn.weight"])
+
+
+def test_shape_overrides_and_errors():
+    s = scratch_shape("tiny", n_layer=3, n_embd=None)
+    assert (s.n_layer, s.n_embd) == (3, 128)
+    with pytest.raises(MensError, match="unknown scratch preset"):
+        scratch_shape("huge")
+    with pytest.raises(MensError, match="not divisible"):
+        scratch_shape("tiny", n_head=3)
+
+
+def test_packed_sequences_do_not_attend_to_each_other():
+    # The loop packs examples with restarting position ids and no attention mask; GPT-2 must
+    # read that as separate sequences, so packed logits equal the logits of each on its own.
+    # Only without a KV cache: with one, transformers ignores the restarting positions (which
+    # is why the loop sets `config.use_cache = False`).
+    model, _ = build_model_and_tokenizer(TINY, seed=0)
+    model.eval()
+    a, b = vt.encode("fn add(a: int) to int {"), vt.encode("let x = 1\n")
+    packed = torch.tensor([a + b])
+    positions = torch.tensor([list(range(len(a))) + list(range(len(b)))])
+    with torch.no_grad():
+        out = model(input_ids=packed, position_ids=positions, use_cache=False).logits[0]
+        la = model(input_ids=torch.tensor([a])).logits[0]
+        lb = model(input_ids=torch.tensor([b])).logits[0]
+    torch.testing.assert_close(out, torch.cat([la, lb]), atol=1e-5, rtol=1e-4)
+
+
+def test_raw_text_chunks(tmp_path):
+    (tmp_path / "a.vox").write_text("fn a() to int {\n\treturn 1\n}\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.vox").write_text("let x = 2\n")
+    (tmp_path / ".hidden").write_text("ignored")
+    (tmp_path / "blob.bin").write_bytes(b"\0\1\2binary")
+    tok = vt.build_hf_tokenizer()
+    stream = vt.encode("fn a() to int {\n\treturn 1\n}\n") + [vt.EOS_ID] + vt.encode("let x = 2\n") + [vt.EOS_ID]
+    chunks = raw_text_chunks(tmp_path, tok, seq_len=8)
+    assert [t for c in chunks for t in c] == stream
+    assert all(len(c) == 8 for c in chunks[:-1]) and 2 <= len(chunks[-1]) <= 8
+    assert raw_text_chunks(tmp_path, tok, seq_len=1000) == [stream]
+    with pytest.raises(MensError, match="does not exist"):
+        raw_text_chunks(tmp_path / "missing", tok, 8)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(MensError, match="no text files"):
+        raw_text_chunks(empty, tok, 8)
+
+
+def test_save_and_load_as_plain_hf_model(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok = build_model_and_tokenizer(TINY, seed=0)
+    (tmp_path / "manifest.json").write_text("{}")  # files the run keeps beside the model survive
+    save_scratch_model(model, tok, tmp_path)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+            "tokenizer_config.json", "manifest.json"} <= names
+    assert not [n for n in names if n.startswith(".")]
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    ltok = AutoTokenizer.from_pretrained(tmp_path)
+    assert ltok.chat_template and "<|im_start|>" in ltok.chat_template
+    assert loaded.generation_config.eos_token_id == [vt.IM_END_ID, vt.EOS_ID]
+    ids = torch.tensor([vt.encode("fn main() {")])
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    out = loaded.generate(ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] > ids.shape[1]
+    assert ltok.decode(out[0]).startswith("fn main() {")
