@@ -1,0 +1,229 @@
+"""`corpus extract`: source files and Markdown docs → verified units (units.jsonl).
+
+    extract(paths, out, *, incremental=False, docs_training_only=True, langs=(),
+            max_bytes=1_000_000, workers=None) -> Report
+
+Every source file of a registered pack gives one `file` unit and, when it holds two or more
+top-level constructs, one `construct` unit per construct (sliced by the pack's spans). A file is
+skipped (and counted, with the reason) when it is not UTF-8, binary, larger than `max_bytes`,
+does not parse, or its metadata says `skip`, `training_eligible: false` or `status: deprecated`.
+Docs pages go through `mens.corpus.docs`. Files are processed by a pool of `workers` processes
+(default 2). `incremental=True` reuses the previous output's units of files whose content hash is
+unchanged (when the packs' fingerprints are unchanged too).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from mens.corpus.docs import doc_units
+from mens.corpus.fingerprint import fingerprint_block, text_hash
+from mens.corpus.report import Report, read_report
+from mens.corpus.units import Unit, read_units
+from mens.errors import MensError
+from mens.lang import LanguagePack, builtin_names, get_pack
+from mens.progress import progress
+from mens.records import atomic_path
+
+DOC_EXTENSIONS = (".md", ".markdown")
+SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
+SERIAL_BELOW = 64  # a pool costs more than it saves for a handful of files
+
+
+def load_packs(langs: Iterable[str] = ()) -> list[LanguagePack]:
+    """The built-in packs that can be imported, plus the named extra ones (tree-sitter)."""
+    packs: list[LanguagePack] = []
+    for name in builtin_names():
+        try:
+            packs.append(get_pack(name))
+        except ModuleNotFoundError:  # a built-in pack not installed in this checkout
+            if name in langs:
+                raise MensError(f"language pack {name!r} is not available", "--lang", "install it") from None
+    packs += [get_pack(n) for n in langs if n not in builtin_names()]
+    return packs
+
+
+def walk(paths: Iterable[str | Path], packs: list[LanguagePack]) -> tuple[list[Path], int]:
+    """Source and docs files under `paths`, sorted; plus the count of other files passed over."""
+    exts = {e for p in packs for e in p.extensions} | set(DOC_EXTENSIONS)
+    found: list[Path] = []
+    other = 0
+    for item in paths:
+        root = Path(item)
+        if not root.exists():
+            raise MensError("path not found", str(root), "give existing files or folders")
+        candidates = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith(".") or part in SKIP_DIRS
+                                       for part in p.relative_to(root).parts[:-1]))
+        for path in candidates:
+            if path.suffix.lower() in exts:
+                found.append(path)
+            else:
+                other += 1
+    return sorted(set(found)), other
+
+
+@dataclass
+class FileResult:
+    path: str
+    file_hash: str
+    units: list[Unit] = field(default_factory=list)
+    drops: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str, str, str] | None]:
+    """(text, content hash, drop). Huge, binary and non-UTF-8 files come back as a drop."""
+    where = f"{path}:1"
+    size = path.stat().st_size
+    if size > max_bytes:
+        return None, "", ("huge", where, f"{size} bytes > {max_bytes}")
+    data = path.read_bytes()
+    digest = text_hash(data)
+    if b"\x00" in data[:8192]:
+        return None, digest, ("binary", where, "contains NUL bytes")
+    try:
+        return data.decode("utf-8"), digest, None
+    except UnicodeDecodeError as exc:
+        return None, digest, ("not_utf8", where, f"byte {exc.start} is not UTF-8")
+
+
+def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tuple[list[Unit], list]:
+    meta = pack.metadata(text)
+    where = f"{path}:1"
+    if meta.get("skip"):
+        return [], [("skip_marker", where, "file marked skip")]
+    if meta.get("training_eligible") is False or str(meta.get("training_eligible")).lower() == "false":
+        return [], [("not_training_eligible", where, "training_eligible: false")]
+    if str(meta.get("status", "")).lower() == "deprecated":
+        return [], [("deprecated", where, "status: deprecated")]
+    analysis = pack.analyze(text)
+    if not analysis.ok:
+        return [], [("parse_error", f"{path}:{analysis.error.line}", str(analysis.error))]
+    kinds = [c.kind for c in analysis.constructs]
+    named = [c for c in analysis.constructs if c.kind != "import"]
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    units = [Unit(kind="file", lang=pack.name, source=where, path=path, span=[1, 1, lines, 1],
+                  construct=named[0].kind if len(named) == 1 else "file", name=Path(path).stem,
+                  code=text, doc_comment=meta.get("description"),
+                  ast_hash=pack.structural_hash(text), frontmatter=meta, constructs=kinds,
+                  file_hash=file_hash)]
+    if len(named) >= 2:
+        for c in named:
+            code = text[c.span.start:c.span.end]
+            units.append(Unit(kind="construct", lang=pack.name, source=f"{path}:{c.span.start_line}",
+                              path=path, span=[c.span.start_line, c.span.start_col, c.span.end_line,
+                                               c.span.end_col],
+                              construct=c.kind, name=c.name, code=code.rstrip() + "\n",
+                              doc_comment=c.doc, ast_hash=pack.structural_hash(code),
+                              frontmatter=meta, constructs=[c.kind], file_hash=file_hash))
+    return units, []
+
+
+# Worker state: packs are built once per process from their names.
+_WORKER: dict = {}
+
+
+def _init_worker(lang_names: tuple[str, ...], training_only: bool, max_bytes: int) -> None:
+    _WORKER.update(packs=[get_pack(n) for n in lang_names], training_only=training_only,
+                   max_bytes=max_bytes)
+
+
+def _extract_one(path_str: str) -> FileResult:
+    packs, path = _WORKER["packs"], Path(path_str)
+    text, digest, drop = read_source(path, _WORKER["max_bytes"])
+    result = FileResult(path_str, digest)
+    if drop:
+        result.drops.append(drop)
+        return result
+    if path.suffix.lower() in DOC_EXTENSIONS:
+        result.units, result.drops = doc_units(path_str, text, packs,
+                                               training_only=_WORKER["training_only"], file_hash=digest)
+    else:
+        pack = next(p for p in packs if path.suffix.lower() in p.extensions)
+        result.units, result.drops = source_units(path_str, text, pack, digest)
+    return result
+
+
+def _previous_units(out: Path, fingerprint: dict) -> dict[str, list[Unit]]:
+    """Units of the previous output by path, if it was made with the same packs and params."""
+    old = read_report(out, "extract")
+    if not out.is_file() or not old:
+        return {}
+    prev = old.get("fingerprint", {})
+    if prev.get("packs") != fingerprint["packs"] or prev.get("params") != fingerprint["params"]:
+        return {}
+    by_path: dict[str, list[Unit]] = {}
+    try:
+        for unit in read_units(out):
+            by_path.setdefault(unit.path, []).append(unit)
+    except MensError:
+        return {}  # an unreadable previous output is simply not reused
+    return by_path
+
+
+def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool = False,
+            docs_training_only: bool = True, langs: Iterable[str] = (), max_bytes: int = 1_000_000,
+            workers: int | None = None) -> Report:
+    paths, langs, out = [Path(p) for p in paths], tuple(langs), Path(out)
+    if not paths:
+        raise MensError("no input paths", "extract", "give source files or folders")
+    packs = load_packs(langs)
+    files, other = walk(paths, packs)
+    params = {"docs_training_only": docs_training_only, "langs": list(langs), "max_bytes": max_bytes}
+    report = Report("extract", str(out))
+    report.counts["files_seen"] = len(files)
+    report.counts["other_files"] = other
+    fingerprint = fingerprint_block({}, params, packs)
+    previous = _previous_units(out, fingerprint) if incremental else {}
+    results: dict[str, FileResult] = {}
+    todo: list[str] = []
+    for path in files:
+        old = previous.get(str(path))
+        if old and old[0].file_hash == text_hash(path.read_bytes()):
+            results[str(path)] = FileResult(str(path), old[0].file_hash, old)
+            report.counts["files_reused"] += 1
+        else:
+            todo.append(str(path))
+    names = tuple(p.name for p in packs)
+    workers = workers or min(2, os.cpu_count() or 1)
+    with progress("extract", total=len(todo)) as bar:
+        if workers <= 1 or len(todo) < SERIAL_BELOW:
+            _init_worker(names, docs_training_only, max_bytes)
+            mapped = map(_extract_one, todo)
+            for res in mapped:
+                results[res.path] = res
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(workers, initializer=_init_worker,
+                                     initargs=(names, docs_training_only, max_bytes)) as pool:
+                for res in pool.map(_extract_one, todo, chunksize=max(1, len(todo) // (workers * 16))):
+                    results[res.path] = res
+                    bar.advance()
+    units: list[Unit] = []
+    hashes: dict[str, str] = {}
+    for path in files:
+        res = results[str(path)]
+        hashes[res.path] = res.file_hash or "huge"
+        for reason, where, message in res.drops:
+            report.drop(reason, where, message)
+        if res.units:
+            report.counts["files_used"] += 1
+        for unit in res.units:
+            report.counts[f"units_{unit.kind}"] += 1
+        units.extend(res.units)
+    if not units:
+        raise MensError("no units extracted", ", ".join(map(str, paths)),
+                        "check the paths, the languages (--lang) and the skip reasons with --debug")
+    report.counts["units"] = len(units)
+    report.fingerprint = fingerprint_block(hashes, params, packs)
+    with atomic_path(out) as tmp:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for unit in units:
+                fh.write(unit.to_json() + "\n")
+    report.write()
+    return report

@@ -1,0 +1,224 @@
+"""`corpus pairs`: units → instruction pairs (pairs.jsonl), deterministic for a seed.
+
+    make_pairs(units_path, out, *, seed=0, lenient=False, error_correction=True,
+               workers=None) -> Report
+
+Per unit kind:
+- `file`: a whole-file pair; prompt from the pack metadata's `training_prompt`, else its
+  `description`, else a template with the file stem and the kinds of constructs it holds.
+- `construct`: a pair from one of several templates for its kind, with its name and doc comment.
+- `doc_code`: prompt from the nearest heading and the paragraph before the block.
+- `doc_prose`: a question about the section, `lane: docs_qa`, `response_mode: prose_only`.
+- follow-ups: a two-turn conversation over two adjacent constructs of one file.
+- error correction: the code mutated until *the parser* rejects it; the prompt carries the
+  parser's message, the response is the original.
+Code responses are fenced with the pack's fence tag. Ratings: golden 5, docs and sources 4,
+synthetic 3. Each unit draws from its own RNG seeded by (seed, source), so the output is
+byte-identical for a seed however the work is split across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from mens.corpus.fingerprint import fingerprint_block
+from mens.corpus.report import Report
+from mens.corpus.templates import (construct_prompt, display_name, doc_code_prompt, file_prompt,
+                                   fix_prompt, followup_prompt, noun, prose_prompt)
+from mens.corpus.units import Unit, read_units
+from mens.errors import MensError
+from mens.lang import LanguagePack, get_pack
+from mens.progress import progress
+from mens.records import Pair, atomic_path
+
+MAX_MUTATE_CHARS = 4000   # error-correction pairs only for code up to this size
+MUTATION_TRIES = 6
+SERIAL_BELOW = 2000       # units; a pool costs more than it saves below this
+
+
+def fence(code: str, pack: LanguagePack) -> str:
+    """`code` in a Markdown fence tagged with the pack's fence tag, longer than any run of
+    backticks inside the code so the block cannot close early."""
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    marker = "`" * max(3, longest + 1)
+    tag = pack.fence_tags[0] if pack.fence_tags else pack.name
+    return f"{marker}{tag}\n{code.rstrip()}\n{marker}"
+
+
+def rating(unit: Unit) -> int:
+    meta = unit.frontmatter or {}
+    status = str(meta.get("status", "")).lower()
+    if status == "golden":
+        return 5
+    if status == "synthetic" or str(meta.get("origin", "")).lower() == "synthetic":
+        return 3
+    return 4
+
+
+def _base(unit: Unit, pack: LanguagePack | None, category: str, lane: str, mode: str) -> dict:
+    meta = {"unit": unit.kind}
+    if unit.name:
+        meta["name"] = unit.name
+    if unit.script:
+        meta["script"] = True  # parse in the pack's script mode
+    return dict(category=category, rating=rating(unit), lane=lane, response_mode=mode,
+                lang=pack.name if pack else unit.lang, source=unit.source, metadata=meta)
+
+
+def mutate(code: str, pack: LanguagePack, rng: random.Random, script: bool = False):
+    """(broken code, parser diagnostic) for a mutation the parser rejects, or None."""
+    for _ in range(MUTATION_TRIES):
+        op = rng.randrange(4)
+        if op == 0:    # drop a closing bracket
+            spots = [i for i, ch in enumerate(code) if ch in ")]}"]
+        elif op == 1:  # drop an opening bracket
+            spots = [i for i, ch in enumerate(code) if ch in "([{"]
+        elif op == 2:  # drop a separator or operator character
+            spots = [i for i, ch in enumerate(code) if ch in ",:=."]
+        else:          # cut the text off somewhere in its second half
+            spots = []
+            cut = len(code) // 2 + rng.randrange(max(1, len(code) // 2))
+            broken = code[:cut].rstrip()
+        if op != 3:
+            if not spots:
+                continue
+            i = rng.choice(spots)
+            broken = code[:i] + code[i + 1:]
+        error = pack.check(broken, script=script)
+        if error is not None and broken.strip():
+            return broken, error
+    return None
+
+
+def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tuple[list[dict], Report]:
+    """All pairs of the units of one file (follow-ups need the file's constructs together)."""
+    report = Report("pairs", "")
+    rows: list[dict] = []
+    constructs: list[tuple[Unit, str]] = []
+    for unit in units:
+        rng = random.Random(f"{seed}\x00{unit.source}\x00{unit.kind}")
+        pack = None
+        if unit.lang:
+            try:
+                pack = get_pack(unit.lang)
+            except MensError:
+                report.drop("unknown_lang", unit.source, f"no language pack {unit.lang!r}")
+                continue
+        if unit.kind != "doc_prose" and pack is None:
+            report.drop("unknown_lang", unit.source, "code unit without a language")
+            continue
+        lang = display_name(pack.name if pack else unit.lang or "")
+        if unit.kind == "doc_prose":
+            prompt = prose_prompt(unit, lang, rng)
+            rows.append(dict(prompt=prompt, response=unit.code, **_base(unit, pack, "docs", "docs_qa", "prose_only")))
+            report.counts["pairs_docs_prose"] += 1
+            continue
+        answer = fence(unit.code, pack)
+        if unit.kind == "file":
+            prompt = file_prompt(unit, lang, rng)
+            report.counts["pairs_file"] += 1
+        elif unit.kind == "construct":
+            prompt = construct_prompt(unit, lang, rng)
+            constructs.append((unit, prompt))
+            report.counts["pairs_construct"] += 1
+        else:
+            prompt = doc_code_prompt(unit, lang, rng)
+            report.counts["pairs_docs_code"] += 1
+        rows.append(dict(prompt=prompt, response=answer, **_base(unit, pack, unit.construct, "codegen", "code_only")))
+        if error_correction and unit.kind in ("file", "doc_code") and len(unit.code) <= MAX_MUTATE_CHARS:
+            broken = mutate(unit.code, pack, rng, unit.script)
+            if broken is None:
+                report.counts["error_correction_no_mutation"] += 1
+            else:
+                rows.append(dict(prompt=fix_prompt(broken[0], str(broken[1]), pack, lang, rng),
+                                 response=answer,
+                                 **_base(unit, pack, unit.construct, "error_correction", "code_only")))
+                report.counts["pairs_error_correction"] += 1
+    if len(constructs) >= 2:
+        rng = random.Random(f"{seed}\x00{constructs[0][0].path}\x00followup")
+        i = rng.randrange(len(constructs) - 1)
+        (first, first_prompt), (second, _) = constructs[i], constructs[i + 1]
+        pack = get_pack(first.lang)
+        lang = display_name(pack.name)
+        messages = [
+            {"role": "user", "content": first_prompt},
+            {"role": "assistant", "content": fence(first.code, pack)},
+            {"role": "user", "content": followup_prompt(second, first, lang, rng)},
+            {"role": "assistant", "content": fence(first.code.rstrip() + "\n\n" + second.code, pack)},
+        ]
+        rows.append(dict(messages=messages, **_base(second, pack, second.construct, "followup", "code_only")))
+        report.counts["pairs_followup"] += 1
+    return rows, report
+
+
+def _group_task(args: tuple[list[Unit], int, bool]) -> tuple[list[str], Report]:
+    units, seed, error_correction = args
+    rows, report = pairs_for_group(units, seed, error_correction)
+    return [_dump(r) for r in rows], report
+
+
+def _dump(row: dict) -> str:
+    # Through the Pair contract, so every row written is one `validate` accepts as a schema.
+    return json.dumps(Pair.from_dict(row).to_dict(), ensure_ascii=False)
+
+
+def _groups(units: list[Unit]) -> list[list[Unit]]:
+    groups: dict[str, list[Unit]] = {}
+    for unit in units:
+        groups.setdefault(unit.path, []).append(unit)
+    return list(groups.values())
+
+
+def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenient: bool = False,
+               error_correction: bool = True, workers: int | None = None) -> Report:
+    skipped: list[str] | None = [] if lenient else None
+    units = list(read_units(units_path, skipped))
+    if not units:
+        raise MensError("no units to make pairs from", str(units_path), "run `mens corpus extract` first")
+    report = Report("pairs", str(out))
+    report.counts["units"] = len(units)
+    for line in skipped or []:
+        report.drop("malformed_unit", line.split(": ", 1)[0], line.split(": ", 1)[-1])
+    groups = _groups(units)
+    tasks = [(g, seed, error_correction) for g in groups]
+    workers = workers or min(2, os.cpu_count() or 1)
+    lines: list[str] = []
+    with progress("pairs", total=len(tasks)) as bar:
+        if workers <= 1 or len(units) < SERIAL_BELOW:
+            results = map(_group_task, tasks)
+            for rows, part in results:
+                lines.extend(rows)
+                report.merge(part)
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(workers) as pool:
+                for rows, part in pool.map(_group_task, tasks, chunksize=max(1, len(tasks) // (workers * 16))):
+                    lines.extend(rows)
+                    report.merge(part)
+                    bar.advance()
+    if not lines:
+        raise MensError("no pairs made", str(units_path), "check the units' languages")
+    report.counts["pairs"] = len(lines)
+    langs = sorted({u.lang for u in units if u.lang})
+    packs = [get_pack(n) for n in langs if _loadable(n)]
+    report.fingerprint = fingerprint_block([units_path], {"seed": seed, "error_correction": error_correction}, packs)
+    with atomic_path(out) as tmp:
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    report.write()
+    return report
+
+
+def _loadable(name: str) -> bool:
+    try:
+        get_pack(name)
+        return True
+    except MensError:
+        return False
+
+
+__all__ = ["make_pairs", "pairs_for_group", "mutate", "fence", "rating", "noun"]
