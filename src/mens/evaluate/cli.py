@@ -49,6 +49,13 @@ def register(sub) -> None:
     gate.add_argument("-o", "--output", type=Path, help="receipt path (default: RUN/gate_receipt.json)")
     gate.set_defaults(func=_gate)
 
+    report = sub.add_parser("report", help="one self-contained HTML page of a run's curves and results",
+                            description="Render loss/val-loss, tokens/s, learning rate, bench pass@1 over "
+                            "training and corpus composition as inline SVG in one HTML file (no network).")
+    report.add_argument("run", type=Path, help="run directory")
+    report.add_argument("-o", "--output", type=Path, help="HTML file (default: RUN/report.html)")
+    report.set_defaults(func=_report)
+
 
 def _card(args) -> int:
     from mens.evaluate.card import write_card
@@ -104,4 +111,12 @@ def _decontaminate(args) -> int:
           f"{len(report['contaminated'])} contaminated")
     if report["contaminated"]:
         raise GateFailure(f"{len(report['contaminated'])} bench task(s) appear in the training data")
+    return 0
+
+
+def _report(args) -> int:
+    from mens.evaluate.report import write_report
+
+    path = write_report(args.run, args.output)
+    print(path)
     return 0
