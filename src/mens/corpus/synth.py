@@ -1,0 +1,170 @@
+"""`mens generate-data`: synthetic Vox programs with natural-language prompts.
+
+Programs are composed from templates (`synth_templates*.py`) over word lists of domains,
+entities and typed fields (`synth_words.py`). Every draft is parsed with the Vox language pack
+and dropped (and counted) when it does not parse; duplicates are dropped by the pack's
+structural hash. Output is deterministic for a seed: one `random.Random(seed)` drives every
+choice, and templates are visited in seeded shuffled rounds so every construct kind is covered
+evenly whatever the limit.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from mens.corpus import synth_templates as core
+from mens.corpus import synth_templates_app as app
+from mens.corpus import synth_templates_data as data
+from mens.corpus.synth_templates import Ctx, Draft
+from mens.corpus.synth_words import ENTITIES, PHRASINGS
+from mens.errors import MensError
+from mens.lang import LanguagePack, get_pack
+from mens.records import Pair, atomic_path
+
+Template = Callable[[Ctx], Draft]
+
+# name -> template. The name becomes `source: "synthetic:<name>"`. To add a construct, write a
+# template in one of the synth_templates modules and list it here (see docs/synthetic-data.md).
+TEMPLATES: dict[str, Template] = {
+    "fn_arith": core.fn_arith,
+    "fn_guard": core.fn_guard,
+    "fn_string": core.fn_string,
+    "fn_list_loop": core.fn_list_loop,
+    "fn_while": core.fn_while,
+    "fn_pipeline": core.fn_pipeline,
+    "fn_generic": core.fn_generic,
+    "fn_contracts": core.fn_contracts,
+    "fn_extern": core.fn_extern,
+    "const": core.fn_const,
+    "import": core.fn_import,
+    "type_struct": data.type_struct,
+    "type_adt": data.type_adt,
+    "fn_option": data.fn_option,
+    "test": data.test_fns,
+    "forall": data.forall_prop,
+    "mcp_tool": data.mcp_tool,
+    "mcp_resource": data.mcp_resource,
+    "ai_function": data.ai_function,
+    "scheduled": data.scheduled_job,
+    "table_query": data.table_query,
+    "table_mutation": data.table_mutation,
+    "table_index": data.table_index,
+    "server_fn": data.server_fn,
+    "component_counter": app.component_counter,
+    "component_list": app.component_list,
+    "component_styled": app.component_styled,
+    "fragment": app.fragment,
+    "loading": app.loading_view,
+    "routes": app.routes_table,
+    "url": app.url_map,
+    "workflow": app.workflow,
+    "activity": app.activity_only,
+    "actor": app.actor,
+    "state_machine": app.state_machine,
+    "form": app.form,
+    "mobile": app.mobile,
+    "tokens": app.tokens,
+    "v0_component": app.v0_component,
+}
+
+
+@dataclass
+class SynthStats:
+    """What a generate() run did: drafts tried, kept, and why the others were dropped."""
+
+    drafts: int = 0
+    kept: int = 0
+    parse_failures: int = 0
+    duplicates: int = 0
+    exhausted: bool = False  # stopped early: the templates could not produce `limit` distinct programs
+    by_category: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)  # first few "template: parser message"
+
+    def to_dict(self) -> dict:
+        return {"drafts": self.drafts, "kept": self.kept, "parse_failures": self.parse_failures,
+                "duplicates": self.duplicates, "exhausted": self.exhausted,
+                "by_category": dict(sorted(self.by_category.items())), "failures": self.failures}
+
+
+def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
+    """An endless seeded stream of (template name, draft, prompt, domain), unchecked."""
+    rng = random.Random(seed)
+    names = list(TEMPLATES)
+    while True:
+        rng.shuffle(names)
+        for name in names:
+            entity = rng.choice(ENTITIES)
+            draft = TEMPLATES[name](Ctx(rng, entity))
+            prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
+            yield name, draft, prompt[0].upper() + prompt[1:], entity.domain
+
+
+def generate(limit: int, seed: int, *, stats: SynthStats | None = None,
+             pack: LanguagePack | None = None) -> Iterator[Pair]:
+    """Yield up to `limit` distinct synthetic Vox pairs that parse, deterministically for `seed`.
+    Pass a `SynthStats` to learn what was dropped and why."""
+    if limit < 0:
+        raise MensError(f"--limit must be 0 or more, got {limit}", "generate-data", "pass a count")
+    stats = stats if stats is not None else SynthStats()
+    pack = pack or get_pack("vox")
+    seen: set[str] = set()
+    # Give up when most recent drafts are duplicates: the templates' space is used up.
+    max_drafts = limit * 20 + 100
+    for name, draft, prompt, domain in drafts(seed):
+        if stats.kept >= limit:
+            return
+        if stats.drafts >= max_drafts:
+            stats.exhausted = True
+            return
+        stats.drafts += 1
+        analysis = pack.analyze(draft.code)
+        if not analysis.ok:
+            stats.parse_failures += 1
+            if len(stats.failures) < 20:
+                stats.failures.append(f"{name}: {analysis.error}")
+            continue
+        digest = pack.structural_hash(draft.code)
+        if digest in seen:
+            stats.duplicates += 1
+            continue
+        seen.add(digest)
+        stats.kept += 1
+        stats.by_category[draft.category] += 1
+        lines = draft.code.count("\n")
+        difficulty = max(1, min(10, draft.difficulty + (lines > 20) + (lines > 35)))
+        yield Pair(prompt=prompt, response=f"```vox\n{draft.code}```", category=draft.category,
+                   rating=3, difficulty=difficulty, lane="codegen", response_mode="code_only",
+                   lang="vox", source=f"synthetic:{name}",
+                   metadata={"template": name, "domain": domain, "seed": seed})
+
+
+def code_of(pair: Pair) -> str:
+    """The Vox source inside a synthetic pair's fenced response."""
+    return pair.response.removeprefix("```vox\n").removesuffix("```")
+
+
+def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
+    """Write `n_files` synthetic `.vox` files (with `// ---` frontmatter) under
+    `out_dir/<domain>/`, for the corpus speed benchmark. The directory is replaced atomically.
+    Returns the number of files written (fewer than asked only if the templates ran out)."""
+    written = 0
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        for i, pair in enumerate(generate(n_files, seed)):
+            meta = pair.metadata
+            folder = tmp / meta["domain"]
+            folder.mkdir(exist_ok=True)
+            description = pair.prompt.replace("\n", " ")
+            head = ["// ---", f"// title: {meta['template']} example {i}",
+                    f"// description: {description}", f"// constructs: {pair.category}",
+                    "// training_eligible: true", "// ---"]
+            if i % 3 == 0:  # a third carry an explicit training prompt, as real corpora do
+                head.append(f"// @training_prompt: {description}")
+            text = "\n".join(head) + "\n\n" + code_of(pair)
+            (folder / f"{meta['template']}_{i:05d}.vox").write_text(text, encoding="utf-8")
+            written += 1
+    return written

@@ -1,0 +1,419 @@
+"""Templates for synthetic Vox programs, part 1: functions, data types, tables and endpoints,
+tests, MCP tools, AI functions, constants, imports.
+
+A template is `fn(ctx) -> Draft`: it renders one complete Vox program about a domain entity and
+says, in words, what the program does. Code is written with `string.Template` (`$name`) because
+Vox is full of braces that `str.format` would need doubled. Templates never check syntax
+themselves: `mens.corpus.synth` parses every draft with the Vox pack and drops failures."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from string import Template
+from textwrap import dedent
+
+from mens.corpus.synth_words import CRON, SAMPLE_WORDS, Entity, Field, an
+
+
+@dataclass
+class Draft:
+    code: str
+    noun: str        # what to write, e.g. "a function `total_pages`"
+    what: str        # third-person verb phrase: "returns the sum of …"
+    category: str    # taxonomy kind the prompt is about
+    difficulty: int  # 1-10
+
+
+class Ctx:
+    """One template call's randomness and subject entity."""
+
+    def __init__(self, rng: random.Random, entity: Entity):
+        self.rng, self.e = rng, entity
+
+    def pick(self, seq):
+        return self.rng.choice(seq)
+
+    def sample(self, seq, k: int):
+        return self.rng.sample(list(seq), k)
+
+    def num(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def lit(self, f: Field) -> str:
+        """A literal value for a field."""
+        if f.type == "int":
+            return str(self.num(1, 400))
+        if f.type == "bool":
+            return self.pick(("true", "false"))
+        if f.type == "float":
+            return f"{self.num(0, 99)}.{self.num(0, 9)}"
+        return '"' + self.pick(SAMPLE_WORDS) + '"'
+
+    def struct(self, fields: list[Field], head: str = "type") -> str:
+        sep = "," if self.chance(0.3) else ""
+        body = "\n".join(f"    {f.name}: {f.type}{sep}" for f in fields)
+        return f"{head} {self.e.type_name} {{\n{body}\n}}"
+
+    def fields(self, k_min: int = 2, k_max: int = 4) -> list[Field]:
+        """A random subset of the entity's fields (order kept), always with a str and an int."""
+        e = self.e
+        must = [self.pick(e.of("str")), self.pick(e.of("int"))]
+        rest = [f for f in e.fields if f not in must]
+        extra = self.sample(rest, min(len(rest), self.num(max(0, k_min - 2), max(0, k_max - 2))))
+        return [f for f in e.fields if f in must or f in extra]
+
+
+def render(tpl: str, **kw) -> str:
+    return Template(dedent(tpl).strip("\n")).substitute(kw) + "\n"
+
+
+def params(fields: list[Field]) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in fields)
+
+
+def obj(fields: list[Field]) -> str:
+    return "{ " + ", ".join(f"{f.name}: {f.name}" for f in fields) + " }"
+
+
+# ---------------------------------------------------------------- plain functions
+
+_ARITH = (
+    ("total", "$a * $b", "multiplies {a} by {b}"),
+    ("sum", "$a + $b", "adds {a} and {b}"),
+    ("gap", "$a - $b", "returns {a} minus {b}"),
+    ("mean", "($a + $b) / 2", "returns the average of {a} and {b}"),
+    ("share", "$a * $k / 100", "returns {k} percent of {a}"),
+    ("bucket", "$a / $k", "returns which bucket of size {k} {a} falls into"),
+    ("rest", "$a % $k", "returns {a} modulo {k}"),
+    ("weighted", "$a * $k + $b", "returns {a} times {k} plus {b}"),
+)
+
+
+def fn_arith(c: Ctx) -> Draft:
+    a, b = c.sample(c.e.of("int"), 2)
+    op, expr, says = c.pick(_ARITH)
+    k = c.num(2, 99)
+    name = f"{c.e.var}_{op}_{a.name}"
+    body = Template(expr).substitute(a=a.name, b=b.name, k=k)
+    pure = "@pure\n" if c.chance(0.3) else ""
+    pub = "pub " if c.chance(0.2) else ""
+    if c.chance(0.5):
+        code = render("""
+            ${pure}${pub}fn $name($a: int, $b: int) to int {
+                return $body
+            }""", pure=pure, pub=pub, name=name, a=a.name, b=b.name, body=body)
+    else:
+        code = render("""
+            ${pure}${pub}fn $name($a: int, $b: int) to int {
+                let result = $body
+                return result
+            }""", pure=pure, pub=pub, name=name, a=a.name, b=b.name, body=body)
+    what = "takes " + c.e.a + "'s " + a.words + " and " + b.words + " and " + \
+        says.format(a=a.words, b=b.words, k=k)
+    return Draft(code, f"a function `{name}`", what, "function", 1)
+
+
+def fn_guard(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    lo, hi = c.num(0, 10), c.num(50, 5000)
+    name = c.pick(("validate", "check", "checked", "sanitize")) + f"_{x.name}"
+    code = render("""
+        fn $name($x: int) to Result[int] {
+            if $x < $lo {
+                return Error("$words must be at least $lo")
+            }
+            if $x > $hi {
+                return Error("$words must be at most $hi")
+            }
+            return Ok($x)
+        }""", name=name, x=x.name, lo=lo, hi=hi, words=x.words)
+    what = f"returns Ok with {c.e.a}'s {x.words} when it is between {lo} and {hi}, " \
+           f"and an Error explaining which bound was broken otherwise"
+    return Draft(code, f"a guard function `{name}`", what, "function", 2)
+
+
+def fn_string(c: Ctx) -> Draft:
+    s1, s2 = c.sample(c.e.of("str"), 2) if len(c.e.of("str")) > 1 else (c.e.of("str")[0],) * 2
+    variant = c.num(0, 2)
+    if variant == 0 and s1 != s2:
+        sep = c.pick((" - ", " / ", ", ", " by "))
+        name = f"{c.e.var}_label"
+        code = render("""
+            fn $name($a: str, $b: str) to str {
+                return $a + "$sep" + $b
+            }""", name=name, a=s1.name, b=s2.name, sep=sep)
+        what = f"joins {c.e.a}'s {s1.words} and {s2.words} with \"{sep}\" between them"
+    elif variant == 1:
+        fallback = c.pick(SAMPLE_WORDS)
+        name = f"{s1.name}_or_{fallback}"
+        code = render("""
+            fn $name($a: str) to str {
+                if len($a) is 0 {
+                    return "$fb"
+                }
+                return $a
+            }""", name=name, a=s1.name, fb=fallback)
+        what = f"returns the {s1.words} unchanged, or \"{fallback}\" when it is empty"
+    else:
+        n = c.num(3, 40)
+        name = f"short_{s1.name}"
+        code = render("""
+            fn $name($a: str) to str {
+                if len($a) <= $n {
+                    return $a
+                }
+                return slice($a, 0, $n) + "..."
+            }""", name=name, a=s1.name, n=n)
+        what = f"shortens a {s1.words} to at most {n} characters, adding \"...\" when it cut something"
+    return Draft(code, f"a string function `{name}`", what, "function", 2)
+
+
+def fn_list_loop(c: Ctx) -> Draft:
+    e, fields = c.e, c.fields(2, 4)
+    x = c.pick([f for f in fields if f.type == "int"])
+    flag = next((f for f in fields if f.type == "bool"), None)
+    mode = c.pick(("sum", "max", "count") if flag else ("sum", "max"))
+    if mode == "sum":
+        name, what = f"total_{x.name}", f"adds up the {x.words} of every {e.words} in a list"
+        loop = render("""
+            let mut total = 0
+            for $v in $p {
+                total += $v.$x
+            }
+            return total""", v=e.var, p=e.plural, x=x.name)
+    elif mode == "max":
+        name, what = f"max_{x.name}", f"returns the largest {x.words} in a list of {e.plural_words} (0 for an empty list)"
+        loop = render("""
+            let mut best = 0
+            for $v in $p {
+                if $v.$x > best {
+                    best = $v.$x
+                }
+            }
+            return best""", v=e.var, p=e.plural, x=x.name)
+    else:
+        name, what = f"count_{flag.name}", f"counts the {e.plural_words} whose {flag.words} flag is set"
+        loop = render("""
+            let mut count = 0
+            for $v in $p {
+                if $v.$f {
+                    count += 1
+                }
+            }
+            return count""", v=e.var, p=e.plural, f=flag.name)
+    body = "\n".join("    " + line for line in loop.strip().split("\n"))
+    code = c.struct(fields) + f"\n\nfn {name}({e.plural}: List[{e.type_name}]) to int {{\n{body}\n}}\n"
+    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{name}`", what, "function", 3)
+
+
+_LOOPS = (
+    ("digit_sum", "the sum of the decimal digits of", """
+        let mut rest = $n
+        let mut total = 0
+        while rest > 0 {
+            total += rest % 10
+            rest = rest / 10
+        }
+        return total"""),
+    ("gcd_with_$k", "the greatest common divisor of $k and", """
+        let mut a = $n
+        let mut b = $k
+        while b > 0 {
+            let t = b
+            b = a % b
+            a = t
+        }
+        return a"""),
+    ("halvings", "how many times you can halve", """
+        let mut rest = $n
+        let mut steps = 0
+        while rest > 1 {
+            rest = rest / 2
+            steps += 1
+        }
+        return steps"""),
+    ("steps_to_$k", "how many steps of $k it takes to climb to", """
+        let mut level = 0
+        let mut steps = 0
+        loop {
+            if level >= $n {
+                break
+            }
+            level += $k
+            steps += 1
+        }
+        return steps"""),
+    ("triangle", "the sum of all whole numbers from 1 up to", """
+        let mut i = 1
+        let mut total = 0
+        while i <= $n {
+            total += i
+            i += 1
+        }
+        return total"""),
+)
+
+
+def fn_while(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    stem, says, body = c.pick(_LOOPS)
+    k = c.num(2, 12)
+    name = f"{x.name}_" + Template(stem).substitute(k=k)
+    body = Template(dedent(body).strip()).substitute(n=x.name, k=k)
+    body = "\n".join("    " + line for line in body.split("\n"))
+    code = f"fn {name}({x.name}: int) to int {{\n{body}\n}}\n"
+    what = "computes " + Template(says).substitute(k=k) + f" a {x.words} value, using a loop"
+    return Draft(code, f"a function `{name}`", what, "function", 3)
+
+
+def fn_pipeline(c: Ctx) -> Draft:
+    e, fields = c.e, c.fields(2, 4)
+    x = c.pick([f for f in fields if f.type == "int"])
+    s = c.pick([f for f in fields if f.type == "str"])
+    k, cmp = c.num(1, 300), c.pick((">", "<", ">="))
+    word = {">": "more than", "<": "less than", ">=": "at least"}[cmp]
+    name = f"{s.name}s_of_{e.plural}_by_{x.name}"
+    v = e.var[0]
+    code = c.struct(fields) + "\n\n" + render("""
+
+        fn $name($p: List[$T]) to List[str] {
+            return $p |> filter(fn($v) $v.$x $cmp $k) |> map(fn($v) $v.$s)
+        }""", name=name, p=e.plural, T=e.type_name, v=v, x=x.name, cmp=cmp, k=k, s=s.name)
+    what = f"keeps the {e.plural_words} with {word} {k} {x.words} and returns their {s.words}s, " \
+           f"using |> with filter and map"
+    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{name}`", what, "function", 4)
+
+
+def fn_generic(c: Ctx) -> Draft:
+    variant = c.num(0, 2)
+    tv = c.pick(("T", "Item", "V", "A"))
+    if variant == 0:
+        name = c.pick(("first_or", "head_or", "first_else"))
+        code = render("""
+            fn $name<$T>(items: List[$T], otherwise: $T) to $T {
+                if len(items) is 0 {
+                    return otherwise
+                }
+                return items[0]
+            }""", name=name, T=tv)
+        what = "returns the first element of a generic list, or a given value when the list is empty"
+    elif variant == 1:
+        name = c.pick(("count_where", "count_matching", "tally"))
+        code = render("""
+            fn $name<$T>(items: List[$T], keep: fn($T) to bool) to int {
+                let mut n = 0
+                for item in items {
+                    if keep(item) {
+                        n += 1
+                    }
+                }
+                return n
+            }""", name=name, T=tv)
+        what = "counts how many elements of a generic list satisfy a predicate function"
+    else:
+        name = c.pick(("last_of", "final_item", "tail_value"))
+        code = render("""
+            fn $name<$T>(items: List[$T]) to Option[$T] {
+                if len(items) is 0 {
+                    return None
+                }
+                return Some(items[len(items) - 1])
+            }""", name=name, T=tv)
+        what = "returns Some(last element) of a generic list, or None when it is empty"
+    x = c.pick(c.e.of("int"))
+    use = f"\nfn {c.e.var}_{name}_{x.name}({x.name}s: List[int]) to int {{\n    return {name}({x.name}s, 0)\n}}\n" \
+        if variant == 0 else ""
+    return Draft(code + use, f"a generic function `{name}<{tv}>`", what, "function", 4)
+
+
+def fn_contracts(c: Ctx) -> Draft:
+    a, b = c.sample(c.e.of("int"), 2)
+    name = f"split_{a.name}_by_{b.name}"
+    ensure = c.pick(("@ensure(result >= 0)", "@ensure(result >= 0, fallback: zero_share)"))
+    code = render("""
+        @require($b > 0)
+        $ensure
+        fn $name($a: int, $b: int) to int {
+            return $a / $b
+        }""", a=a.name, b=b.name, name=name, ensure=ensure)
+    if "fallback" in ensure:
+        code += "\nfn zero_share() to int {\n    return 0\n}\n"
+    what = f"divides {a.words} by {b.words}, declaring with @require that {b.words} is positive " \
+           f"and with @ensure that the result is not negative"
+    return Draft(code, f"a function `{name}` with contracts", what, "function", 5)
+
+
+def fn_extern(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    host = c.pick((("now_ms", "Date.now", "the current time in milliseconds"),
+                   ("random_unit", "Math.random", "a random number"),
+                   ("cpu_count", "os.cpus", "the number of CPUs")))
+    fname, target, says = host
+    name = f"{x.name}_plus_{fname}"
+    code = render("""
+        extern fn $f() to int = "$target"
+
+        fn $name($x: int) to int {
+            return $x + $f()
+        }""", f=fname, target=target, name=name, x=x.name)
+    what = f"declares the host function {target} as an extern `{fname}` returning {says} and adds it to {x.words}"
+    return Draft(code, f"an extern function and a function `{name}`", what, "function", 3)
+
+
+def fn_const(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    s = c.pick(c.e.of("str"))
+    hi, dflt = c.num(10, 9999), c.pick(SAMPLE_WORDS)
+    cap, label = f"max_{x.name}", f"default_{s.name}"
+    typed = ": int" if c.chance(0.5) else ""
+    code = render("""
+        let $cap$typed = $hi
+        let $label = "$dflt"
+
+        fn clamp_$x($x: int) to int {
+            if $x > $cap {
+                return $cap
+            }
+            return $x
+        }
+
+        fn ${s}_or_default($s: str) to str {
+            if len($s) is 0 {
+                return $label
+            }
+            return $s
+        }""", cap=cap, typed=typed, hi=hi, label=label, dflt=dflt, x=x.name, s=s.name)
+    what = f"defines constants `{cap}` = {hi} and `{label}` = \"{dflt}\" and uses them to clamp a " \
+           f"{x.words} and to fill in an empty {s.words}"
+    return Draft(code, "module-level constants", what, "const", 2)
+
+
+_IMPORTS = (
+    ("import std.math", "math.max"), ("import std.strings as strings", "strings.concat"),
+    ("import std.collections.list as lists", "lists.append"), ("import app/helpers", "helpers.tidy"),
+    ("import rust:chrono as chrono", "chrono.ts"), ("import std.json", "json.encode"),
+)
+
+
+def fn_import(c: Ctx) -> Draft:
+    (imp1, call1), (imp2, call2) = c.sample(_IMPORTS, 2)
+    x = c.pick(c.e.of("int"))
+    s = c.pick(c.e.of("str"))
+    joined = imp1 + ", " + imp2.removeprefix("import ") if c.chance(0.4) else imp1 + "\n" + imp2
+    code = render("""
+        $imports
+
+        fn prepare_$v($s: str, $x: int) to str {
+            let a = $call1($s, $x)
+            let b = $call2(a)
+            return b
+        }""", imports=joined, v=c.e.var, s=s.name, x=x.name, call1=call1, call2=call2)
+    what = f"imports {imp1.removeprefix('import ')} and {imp2.removeprefix('import ')} and uses " \
+           f"{call1} and {call2} to prepare {c.e.a}'s {s.words}"
+    return Draft(code, "a module with imports", what, "import", 3)
+
+

@@ -1,0 +1,150 @@
+"""Word lists for synthetic Vox programs: domains x entities x typed fields, plus the small
+vocabularies (verbs, sample strings, cron lines, prompt phrasings) the templates draw from.
+
+Every name here must be a legal Vox identifier that is not a keyword, so a template can never
+produce a program that fails only because of an unlucky word; `_check_words()` enforces that at
+import time."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Reserved and contextual words of vox-syntax.md §1: never used as a name, so no template can
+# trip over a soft keyword in an unexpected position.
+RESERVED = frozenset("""
+fn let async mut if else while loop break continue match when fetching empty for in to return
+type dec import extern actor workflow activity side_effect spawn http pub with on state derived
+effect mount cleanup view component agent migrate env and or not is isnt true false fragment
+routes url state_machine partial terminal from any as rust react uses key style raw_css field
+on_submit loader pending kind fallback version error not_found depends_on required optional
+hidden label pattern max_len min_len range default success_redirect error_message color light
+dark spacing radius shadow font family db
+""".split())
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str  # str | int | bool | float
+
+    @property
+    def words(self) -> str:
+        return self.name.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class Entity:
+    domain: str
+    type_name: str  # TYPEIDENT, e.g. "Book"
+    var: str        # singular variable, e.g. "book"
+    plural: str     # e.g. "books"
+    fields: tuple[Field, ...]
+
+    def of(self, *types: str) -> list[Field]:
+        return [f for f in self.fields if f.type in types]
+
+    @property
+    def words(self) -> str:
+        return self.var.replace("_", " ")
+
+    @property
+    def a(self) -> str:
+        """The singular with its article: "a book", "an exhibit"."""
+        return f"{an(self.words)} {self.words}"
+
+    @property
+    def plural_words(self) -> str:
+        return self.plural.replace("_", " ")
+
+
+def an(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _entity(domain: str, type_name: str, var: str, plural: str, spec: str) -> Entity:
+    fields = tuple(Field(*item.split(":")) for item in spec.split())
+    return Entity(domain, type_name, var, plural, fields)
+
+
+# Each entity has at least one str, one int and one other field so every template can run on it.
+ENTITIES: tuple[Entity, ...] = (
+    _entity("library", "Book", "book", "books", "title:str author:str pages:int year:int available:bool"),
+    _entity("shop", "Product", "product", "products", "name:str sku:str price:int stock:int featured:bool"),
+    _entity("clinic", "Patient", "patient", "patients", "name:str ward:str age:int visits:int insured:bool"),
+    _entity("fleet", "Vehicle", "vehicle", "vehicles", "plate:str driver:str mileage:int seats:int electric:bool"),
+    _entity("school", "Student", "student", "students", "name:str cohort:str grade:int credits:int enrolled:bool"),
+    _entity("kitchen", "Dish", "dish", "dishes", "name:str cuisine:str calories:int price:int vegan:bool"),
+    _entity("hotel", "Room", "room", "rooms", "code:str wing:str floor:int rate:int occupied:bool"),
+    _entity("gym", "Member", "member", "members", "name:str plan:str visits:int age:int active:bool"),
+    _entity("events", "Ticket", "ticket", "tickets", "code:str seat:str price:int row_number:int used:bool"),
+    _entity("garden", "Plant", "plant", "plants", "species:str bed:str height:int water_days:int flowering:bool"),
+    _entity("music", "Track", "track", "tracks", "title:str artist:str seconds:int plays:int explicit:bool"),
+    _entity("billing", "Invoice", "invoice", "invoices", "number:str customer:str amount:int due_day:int paid:bool"),
+    _entity("support", "Issue", "issue", "issues", "subject:str reporter:str priority:int votes:int closed:bool"),
+    _entity("logistics", "Parcel", "parcel", "parcels", "tracking:str city:str weight:int stops:int fragile:bool"),
+    _entity("cooking", "Recipe", "recipe", "recipes", "title:str chef:str minutes:int servings:int spicy:bool"),
+    _entity("weather", "Reading", "reading", "readings", "station:str sky:str celsius:int humidity:int raining:bool"),
+    _entity("blog", "Post", "post", "posts", "title:str slug:str likes:int words:int published:bool"),
+    _entity("sports", "Team", "team", "teams", "name:str coach:str wins:int losses:int qualified:bool"),
+    _entity("travel", "Trip", "trip", "trips", "city:str traveller:str nights:int budget:int booked:bool"),
+    _entity("pets", "Pet", "pet", "pets", "name:str species:str age:int weight:int vaccinated:bool"),
+    _entity("warehouse", "Bin", "bin", "bins", "aisle:str label_text:str quantity:int capacity:int locked:bool"),
+    _entity("banking", "Account", "account", "accounts", "owner:str iban:str balance:int overdraft:int frozen:bool"),
+    _entity("sales", "Lead", "lead", "leads", "email:str company:str score:int calls:int qualified:bool"),
+    _entity("people", "Employee", "employee", "employees", "name:str team:str salary:int years:int remote:bool"),
+    _entity("iot", "Sensor", "sensor", "sensors", "device:str room:str value:int battery:int online:bool"),
+    _entity("cinema", "Movie", "movie", "movies", "title:str director:str minutes:int rating:int showing:bool"),
+    _entity("parking", "Spot", "spot", "spots", "zone:str plate:str hours:int fee:int reserved:bool"),
+    _entity("farming", "Plot", "plot", "plots", "crop:str farmer:str hectares:int yield_tons:int irrigated:bool"),
+    _entity("courses", "Lesson", "lesson", "lessons", "title:str teacher:str minutes:int level:int recorded:bool"),
+    _entity("housing", "Listing", "listing", "listings", "street:str landlord:str rent:int bedrooms:int furnished:bool"),
+    _entity("energy", "Meter", "meter", "meters", "serial:str site:str kwh:int peak:int smart:bool"),
+    _entity("games", "Player", "player", "players", "handle:str guild:str points:int level:int banned:bool"),
+    _entity("transit", "Bus", "bus", "buses", "line:str depot:str stops:int minutes:int night:bool"),
+    _entity("museum", "Exhibit", "exhibit", "exhibits", "title:str curator:str year:int visitors:int touring:bool"),
+    _entity("charity", "Donation", "donation", "donations", "donor:str campaign:str amount:int month:int recurring:bool"),
+    _entity("dental", "Appointment", "appointment", "appointments", "patient:str dentist:str hour:int chair:int confirmed:bool"),
+)
+
+# Sample string values for literals in tests, seeds and defaults.
+SAMPLE_WORDS = (
+    "alpha", "bravo", "cedar", "delta", "ember", "fjord", "granite", "harbor", "indigo", "juniper",
+    "kestrel", "lumen", "maple", "nimbus", "onyx", "pepper", "quartz", "river", "saffron", "tundra",
+    "umber", "violet", "willow", "xenon", "yarrow", "zephyr",
+)
+
+UI_LABELS = ("Save", "Refresh", "Add", "Next", "Back", "Clear", "Apply", "Load more", "Done")
+
+CRON = (("0 3 * * *", "every night at 03:00"), ("*/15 * * * *", "every 15 minutes"),
+        ("0 * * * *", "every hour"), ("30 6 * * 1", "every Monday at 06:30"),
+        ("0 0 1 * *", "on the first day of each month"), ("0 12 * * *", "every day at noon"))
+
+EFFECTS = ("db", "net", "fs", "clock", "random")
+
+# Prompt phrasings: `{noun}` is what to write, `{what}` a third-person verb phrase saying what it
+# does. The held-out bench never uses these shapes (tests/corpus/test_synth.py checks).
+PHRASINGS = (
+    "Write {noun} in Vox that {what}.",
+    "In Vox, implement {noun}: it {what}.",
+    "Create {noun} in Vox which {what}.",
+    "Show me Vox code for {noun} that {what}.",
+    "I need {noun} written in Vox. It {what}.",
+    "Vox: {noun} that {what}.",
+    "Give me {noun} (Vox) that {what}.",
+    "Generate Vox source for {noun} which {what}.",
+)
+
+_NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
+_TYPE = re.compile(r"^[A-Z][a-zA-Z0-9_]*$")
+
+
+def _check_words() -> None:
+    for e in ENTITIES:
+        assert _TYPE.match(e.type_name), e
+        for name in (e.var, e.plural, *(f.name for f in e.fields)):
+            assert _NAME.match(name) and name not in RESERVED, (e.type_name, name)
+        assert e.of("str") and e.of("int") and e.of("bool"), e.type_name
+
+
+_check_words()
