@@ -19,6 +19,8 @@ from mens.errors import GateFailure, MensError
 # Modules that add commands, in the order `mens --help` lists them.
 COMMAND_MODULES = [
     "mens.lang.cli",
+    "mens.corpus.cli",
+    "mens.train.cli",
     "mens.evaluate.cli",
     "mens.serve.cli",
 ]

@@ -40,7 +40,7 @@ def load_packs(langs: Iterable[str] = ()) -> list[LanguagePack]:
     for name in builtin_names():
         try:
             packs.append(get_pack(name))
-        except ModuleNotFoundError:  # a built-in pack not installed in this checkout
+        except (ImportError, AttributeError):  # a built-in pack not (yet) present in this checkout
             if name in langs:
                 raise MensError(f"language pack {name!r} is not available", "--lang", "install it") from None
     packs += [get_pack(n) for n in langs if n not in builtin_names()]

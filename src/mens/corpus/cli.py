@@ -1,0 +1,173 @@
+"""`mens corpus extract|pairs|validate|mix|eval|stats` and `mens generate-data`: thin wrappers
+over the stage functions in mens.corpus.*; each prints a one-line summary and writes a report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mens.cli import add_group
+
+
+def register(sub) -> None:
+    corpus = add_group(sub, "corpus", "build a parser-verified training corpus: extract, pairs, validate, "
+                       "mix, eval, stats")
+
+    p = corpus.add_parser("extract", help="source files and Markdown docs → units.jsonl",
+                          description="Walk source files of every language pack and Markdown docs; write one "
+                          "unit per file, per top-level construct, per docs code block and per docs prose "
+                          "section. Report: <output stem>.extract_report.json.")
+    p.add_argument("paths", nargs="+", type=Path, help="files or folders")
+    p.add_argument("-o", "--output", type=Path, required=True, help="units.jsonl to write")
+    p.add_argument("--incremental", action="store_true",
+                   help="reuse the previous output's units of files whose content is unchanged")
+    p.add_argument("--all-docs", action="store_true",
+                   help="take every docs page, not only those with training_eligible: true")
+    p.add_argument("--lang", action="append", default=[], metavar="NAME",
+                   help="also extract this tree-sitter grammar (rust, typescript …); repeatable")
+    p.add_argument("--max-bytes", type=int, default=1_000_000, help="skip larger files (default 1 MB)")
+    p.add_argument("--workers", type=int, help="processes (default 2)")
+    p.set_defaults(func=_extract)
+
+    p = corpus.add_parser("pairs", help="units.jsonl → instruction pairs",
+                          description="Whole-file, per-construct, docs code, docs prose, follow-up and "
+                          "parser-verified error-correction pairs; byte-identical for a --seed.")
+    p.add_argument("units", type=Path, help="units.jsonl from `mens corpus extract`")
+    p.add_argument("-o", "--output", type=Path, required=True, help="pairs.jsonl to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-error-correction", action="store_true", help="skip error-correction pairs")
+    p.add_argument("--lenient", action="store_true", help="skip malformed unit lines (counted) instead of failing")
+    p.add_argument("--workers", type=int, help="processes (default 2)")
+    p.set_defaults(func=_pairs)
+
+    p = corpus.add_parser("validate", help="parse every code response, dedupe, schema-check",
+                          description="Parse each code-bearing response with its language pack; rejected "
+                          "rows go to --quarantine with the parser's message; duplicates (structural hash "
+                          "+ prompt) are dropped. --strict exits 1 on any rejection.")
+    p.add_argument("pairs", type=Path, help="pairs JSONL")
+    p.add_argument("-o", "--output", type=Path, required=True, help="validated JSONL to write")
+    p.add_argument("--quarantine", type=Path, help="write rejected rows here, with reasons")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any row is rejected")
+    p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
+    p.add_argument("--workers", type=int, help="processes (default 2)")
+    p.set_defaults(func=_validate)
+
+    p = corpus.add_parser("mix", help="weighted, seeded mix of pair files → train.jsonl",
+                          description="Mix sources as mix.yaml says (weights, sample rates, lane filters, "
+                          "seed). Report: <output stem>.mix_report.json.")
+    p.add_argument("--config", type=Path, required=True, help="mix.yaml")
+    p.add_argument("-o", "--output", type=Path, help="override the config's output")
+    p.add_argument("--allow-missing-sources", action="store_true",
+                   help="skip missing sources (reported) instead of failing")
+    p.add_argument("--lenient", action="store_true", help="skip malformed rows (counted) instead of failing")
+    p.set_defaults(func=_mix)
+
+    p = corpus.add_parser("eval", help="measure a pairs file → eval_results.json; optionally a gate",
+                          description="Format validity, parse rate, construct coverage, safety rejections, "
+                          "per category. Gate thresholds: flags, or MENS_EVAL_MIN_PARSE_RATE, "
+                          "MENS_EVAL_MIN_COVERAGE, MENS_EVAL_STRICT=1 (exit 1 when a gate fails).")
+    p.add_argument("file", type=Path, help="pairs JSONL (e.g. train.jsonl)")
+    p.add_argument("-o", "--output", type=Path, default=Path("eval_results.json"),
+                   help="results file (default eval_results.json)")
+    p.add_argument("--min-parse-rate", type=float, help="fail below this parse rate (0-1)")
+    p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a percentage)")
+    p.add_argument("--strict", action="store_true", help="fail on any parse failure, malformed row or unsafe response")
+    p.set_defaults(func=_eval)
+
+    p = corpus.add_parser("stats", help="rows by category/lane/lang/rating and a length histogram",
+                          description="Print what a pairs file holds; lengths in tokens with --tokenizer, "
+                          "else characters. Also writes <stem>.stats_report.json beside the file (or -o).")
+    p.add_argument("file", type=Path, help="pairs JSONL")
+    p.add_argument("--tokenizer", type=Path, help="model folder or tokenizer.json for token lengths")
+    p.add_argument("-o", "--output", type=Path, help="JSON report path")
+    p.add_argument("--lenient", action="store_true", help="skip malformed lines instead of failing")
+    p.set_defaults(func=_stats)
+
+    p = sub.add_parser("generate-data", help="synthetic, parser-verified Vox programs with prompts",
+                       description="Compose Vox programs from a grammar of templates, each verified to parse, "
+                       "each with a prompt describing it; no duplicates; reproducible for a --seed.")
+    p.add_argument("--limit", type=int, required=True, help="how many pairs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
+    p.set_defaults(func=_generate)
+
+
+def _not_input(out: Path, *inputs: Path) -> None:
+    from mens.errors import MensError
+
+    for path in inputs:
+        if path.exists() and out.exists() and out.resolve() == path.resolve():
+            raise MensError("the output would overwrite the input", str(out), "write to another file")
+
+
+def _extract(args) -> int:
+    from mens.corpus.extract import extract
+    from mens.progress import say
+
+    report = extract(args.paths, args.output, incremental=args.incremental,
+                     docs_training_only=not args.all_docs, langs=args.lang, max_bytes=args.max_bytes,
+                     workers=args.workers)
+    say(report.summary())
+    return 0
+
+
+def _pairs(args) -> int:
+    from mens.corpus.pairs import make_pairs
+    from mens.progress import say
+
+    _not_input(args.output, args.units)
+    report = make_pairs(args.units, args.output, seed=args.seed, lenient=args.lenient,
+                        error_correction=not args.no_error_correction, workers=args.workers)
+    say(report.summary())
+    return 0
+
+
+def _validate(args) -> int:
+    from mens.corpus.validate import validate
+    from mens.progress import say
+
+    _not_input(args.output, args.pairs)
+    if args.quarantine:
+        _not_input(args.quarantine, args.pairs)
+    report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
+                      lenient=args.lenient, workers=args.workers)
+    say(report.summary())
+    return 0
+
+
+def _mix(args) -> int:
+    from mens.corpus.mix import mix
+    from mens.progress import say
+
+    report = mix(args.config, allow_missing=args.allow_missing_sources, lenient=args.lenient,
+                 output=args.output)
+    say(report.summary())
+    return 0
+
+
+def _eval(args) -> int:
+    from mens.corpus.evaluate import evaluate
+
+    _not_input(args.output, args.file)
+    res = evaluate(args.file, args.output, min_parse_rate=args.min_parse_rate, min_coverage=args.min_coverage,
+                   strict=args.strict)
+    print(f"{args.file}: {res['total_samples']} samples, format {res['format_validity']:.3f}, "
+          f"parse rate {res['parse_rate']:.3f} ({res['parsed_samples']}/{res['code_samples']}), "
+          f"coverage {res['construct_coverage']}/{res['construct_total']} ({res['construct_coverage_pct']}%), "
+          f"unsafe {res['safety_rejection_rate']:.3f} → {args.output}")
+    return 0
+
+
+def _stats(args) -> int:
+    from mens.corpus.stats import format_stats, stats
+
+    print(format_stats(stats(args.file, tokenizer=args.tokenizer, out=args.output, lenient=args.lenient)))
+    return 0
+
+
+def _generate(args) -> int:
+    from mens.corpus.generate import generate_data
+    from mens.progress import say
+
+    report = generate_data(args.output, limit=args.limit, seed=args.seed)
+    say(report.summary())
+    return 0

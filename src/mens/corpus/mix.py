@@ -1,0 +1,193 @@
+"""`corpus mix`: weighted, seeded mixing of pair files into one training file (DESIGN.md §3).
+
+    mix(config_path, *, allow_missing=False, lenient=False, output=None) -> Report
+    load_config(config_path) -> MixConfig
+
+mix.yaml: `sources: [{path, weight=1.0, optional=false, sample_rate?, record_format?}]`, `output`,
+`seed`, `include_lanes`, `exclude_lanes`, `shuffle=true`. Relative paths are relative to the
+config file's folder. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
+draw), so the expected share is exact and the output reproducible. Strict by default: a missing
+non-optional source or a malformed row fails the mix (`allow_missing` / `lenient` relax that).
+The report `<output stem>.mix_report.json` lists per source: path, fingerprint, input rows,
+emitted rows, share of output, skipped reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mens.corpus.fingerprint import file_hash, fingerprint_block
+from mens.corpus.report import Report
+from mens.errors import MensError
+from mens.progress import progress
+from mens.records import Pair, iter_jsonl, write_jsonl_atomic
+
+RECORD_FORMATS = ("auto", "pair", "alpaca", "messages")
+_SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format"}
+_TOP_KEYS = {"sources", "output", "seed", "include_lanes", "exclude_lanes", "shuffle"}
+
+
+@dataclass
+class MixSource:
+    path: Path
+    weight: float = 1.0
+    optional: bool = False
+    sample_rate: float | None = None
+    record_format: str = "auto"
+
+
+@dataclass
+class MixConfig:
+    sources: list[MixSource]
+    output: Path
+    seed: int = 0
+    include_lanes: list[str] = field(default_factory=list)
+    exclude_lanes: list[str] = field(default_factory=list)
+    shuffle: bool = True
+
+
+def _num(value: Any, key: str, where: str, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise MensError(f"'{key}' must be a number {bound}, got {value!r}", where, "fix mix.yaml")
+    return float(value)
+
+
+def load_config(config_path: str | Path) -> MixConfig:
+    path = Path(config_path)
+    if not path.is_file():
+        raise MensError("mix config not found", str(path), "give a mix.yaml (see docs/corpus.md)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise MensError(f"mix config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix mix.yaml") from None
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise MensError("mix config must be a mapping", where, "give sources: and output:")
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise MensError(f"unknown key(s) {', '.join(sorted(unknown))}", where, f"use {', '.join(sorted(_TOP_KEYS))}")
+    if not isinstance(raw.get("sources"), list) or not raw["sources"]:
+        raise MensError("'sources' must be a non-empty list", where, "list the pair files to mix")
+    if not isinstance(raw.get("output"), str):
+        raise MensError("'output' must be a path", where, "say where train.jsonl goes")
+    base = path.parent
+    sources = []
+    for i, src in enumerate(raw["sources"]):
+        at = f"{where}: sources[{i}]"
+        if isinstance(src, str):
+            src = {"path": src}
+        if not isinstance(src, dict) or not isinstance(src.get("path"), str):
+            raise MensError("a source needs a 'path'", at, "write {path: …, weight: …}")
+        if set(src) - _SOURCE_KEYS:
+            raise MensError(f"unknown source key(s) {', '.join(sorted(set(src) - _SOURCE_KEYS))}", at,
+                            f"use {', '.join(sorted(_SOURCE_KEYS))}")
+        fmt = src.get("record_format", "auto")
+        if fmt not in RECORD_FORMATS:
+            raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")
+        rate = src.get("sample_rate")
+        sources.append(MixSource(base / src["path"], _num(src.get("weight", 1.0), "weight", at, 0.0),
+                                 bool(src.get("optional", False)),
+                                 None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt))
+    lanes = {}
+    for key in ("include_lanes", "exclude_lanes"):
+        value = raw.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise MensError(f"'{key}' must be a list of lane names", where, "fix mix.yaml")
+        lanes[key] = value
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise MensError("'seed' must be an integer", where, "fix mix.yaml")
+    return MixConfig(sources, base / raw["output"], seed, shuffle=bool(raw.get("shuffle", True)), **lanes)
+
+
+def _format_ok(obj: dict, fmt: str) -> bool:
+    if fmt == "pair":
+        return "prompt" in obj and "response" in obj
+    if fmt == "alpaca":
+        return "instruction" in obj and "output" in obj
+    if fmt == "messages":
+        return "messages" in obj
+    return True
+
+
+def mix(config_path: str | Path, *, allow_missing: bool = False, lenient: bool = False,
+        output: str | Path | None = None) -> Report:
+    cfg = load_config(config_path)
+    out = Path(output) if output else cfg.output
+    report = Report("mix", str(out))
+    rng = random.Random(cfg.seed)
+    rows: list[dict] = []
+    per_source: list[dict[str, Any]] = []
+    hashes: dict[str, str] = {str(config_path): file_hash(config_path)}
+    with progress("mix", total=len(cfg.sources)) as bar:
+        for src in cfg.sources:
+            entry = {"path": str(src.path), "weight": src.weight, "fingerprint": None, "input_rows": 0,
+                     "emitted_rows": 0, "share": 0.0, "skipped_reason": None}
+            per_source.append(entry)
+            bar.advance()
+            if not src.path.is_file():
+                if not (src.optional or allow_missing):
+                    raise MensError("mix source not found", str(src.path),
+                                    "create it (run the earlier stages), mark it optional: true, "
+                                    "or pass --allow-missing-sources")
+                entry["skipped_reason"] = "missing (optional)" if src.optional else "missing (allowed)"
+                report.drop("missing_source", str(src.path), entry["skipped_reason"])
+                continue
+            entry["fingerprint"] = hashes[str(src.path)] = file_hash(src.path)
+            skipped: list[str] | None = [] if lenient else None
+            for lineno, obj in iter_jsonl(src.path, skipped):
+                where = f"{src.path}:{lineno}"
+                try:
+                    pair = Pair.from_dict(obj, where)
+                    if not _format_ok(obj, src.record_format):
+                        raise MensError(f"row is not in record_format {src.record_format!r}", where,
+                                        "fix the row or the source's record_format")
+                except MensError as exc:
+                    if not lenient:
+                        raise
+                    report.drop("malformed", where, exc.what)
+                    continue
+                entry["input_rows"] += 1
+                lane = pair.lane or "codegen"
+                # The draws below happen for every row in a fixed order, so a seed fixes the output.
+                keep = src.sample_rate is None or rng.random() < src.sample_rate
+                copies = int(src.weight) + (1 if rng.random() < src.weight - int(src.weight) else 0)
+                if (cfg.include_lanes and lane not in cfg.include_lanes) or lane in cfg.exclude_lanes:
+                    report.drop("lane_filtered", where, f"lane {lane}")
+                    continue
+                if not keep:
+                    report.counts["sampled_out"] += 1
+                    continue
+                row = pair.to_dict()
+                rows.extend(row for _ in range(copies))
+                entry["emitted_rows"] += copies
+            for line in skipped or []:
+                report.drop("malformed", line.split(": ", 1)[0], line.split(": ", 1)[-1])
+            if entry["input_rows"] == 0:
+                entry["skipped_reason"] = "empty"
+    if not rows:
+        raise MensError("the mix produced no rows", str(config_path),
+                        "check the sources, weights and lane filters")
+    if cfg.shuffle:
+        rng.shuffle(rows)
+    for entry in per_source:
+        entry["share"] = round(entry["emitted_rows"] / len(rows), 6)
+    report.counts["input_rows"] = sum(e["input_rows"] for e in per_source)
+    report.counts["output_rows"] = len(rows)
+    report.extra["sources"] = per_source
+    report.extra["seed"] = cfg.seed
+    report.fingerprint = fingerprint_block(
+        hashes, {"config": json.loads(json.dumps(cfg.__dict__, default=str)), "allow_missing": allow_missing,
+                 "lenient": lenient})
+    write_jsonl_atomic(out, rows)
+    report.write()
+    return report
