@@ -30,7 +30,8 @@ def register(sub) -> None:
     s.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default: env MENS_API_KEY, else none)")
     s.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (8)")
     s.add_argument("--queue-size", type=int, default=64, help="waiting requests before 429 (64)")
-    s.add_argument("--grammar", choices=["vox"], help="constrain generated code to parse as far as it goes")
+    s.add_argument("--grammar", metavar="LANG",
+                   help="constrain generated code (vox, or another language pack) to parse as far as it goes")
     s.add_argument("--engine", choices=["hf", "vllm"], default="hf",
                    help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")

@@ -1,0 +1,340 @@
+"""Batched generation with a KV cache, for the server.
+
+One background thread owns the model. Each iteration it (1) runs one decode step for every
+running sequence at once, then (2) admits waiting requests: their prompts are left-padded,
+prefilled together, and their KV caches are joined to the running batch (continuous batching:
+newcomers start between decode steps, nobody waits for a batch to drain). Finished sequences
+leave the batch by index selection, and leading columns that have become all padding are
+trimmed. Positions come from the attention mask, so padding never shifts a sequence.
+
+Several adapters over one base share a batch: PEFT's mixed-batch LoRA takes one adapter name
+per row (`__base__` for none). Tokens are streamed per sequence through the request's `sink`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from mens.progress import say
+
+
+class QueueFull(Exception):
+    """The waiting queue is at its bound: the server answers 429."""
+
+
+@dataclass
+class Sampling:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    n: int = 1
+
+
+@dataclass
+class Request:
+    """One API request: a tokenised prompt, its sampling, and where its events go. Events are
+    ("delta", choice, text), ("done", choice, finish_reason, completion_tokens), ("error", message)."""
+
+    prompt_ids: list[int]
+    sampling: Sampling
+    sink: Callable[[tuple], None]
+    adapter: str | None = None
+    grammar: bool = False
+    grammar_prefix: str | None = None  # whole-mode constraint: the code before the completion
+    cancelled: bool = False
+    arrived: float = field(default_factory=time.perf_counter)
+    first_token_at: float | None = None
+
+
+@dataclass
+class _Seq:
+    """One choice being generated: a row of the running batch."""
+
+    req: Request
+    index: int
+    generated: list[int] = field(default_factory=list)
+    sent: str = ""                     # text already streamed
+    generator: torch.Generator | None = None
+    pending: int | None = None         # last sampled token, not yet fed to the model
+    finish: str | None = None
+
+
+class Engine:
+    def __init__(self, model, tokenizer, *, context_window: int, max_batch: int = 8, queue_size: int = 64,
+                 grammar=None, mixed_adapters: bool = False, top_candidates: int = 32):
+        self.model, self.tokenizer = model, tokenizer
+        self.device = next(model.parameters()).device
+        self.context_window = context_window
+        self.max_batch, self.queue_size = max_batch, queue_size
+        self.grammar = grammar                    # a serve.grammar.Constraint or None
+        self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
+        self.top_candidates = top_candidates
+        self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
+                      "max_batch_size": 0, "rejected_queue_full": 0, "grammar_rejections": 0,
+                      "grammar_fallbacks": 0, "batch_size_histogram": Counter()}
+        self._waiting: deque[Request] = deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="mens-engine", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ public
+
+    def submit(self, req: Request) -> None:
+        with self._cond:
+            if len(self._waiting) >= self.queue_size:
+                self.stats["rejected_queue_full"] += 1
+                raise QueueFull(f"{len(self._waiting)} requests are waiting (queue size {self.queue_size})")
+            self._waiting.append(req)
+            self.stats["requests"] += 1
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout=10)
+
+    def snapshot(self) -> dict:
+        s = dict(self.stats)
+        hist = s.pop("batch_size_histogram")
+        s["batch_size_histogram"] = {str(k): v for k, v in sorted(hist.items())}
+        steps = sum(hist.values())
+        s["mean_batch_size"] = round(sum(k * v for k, v in hist.items()) / steps, 3) if steps else 0.0
+        s["waiting"] = len(self._waiting)
+        return s
+
+    # ------------------------------------------------------------------ scheduler loop
+
+    def _loop(self) -> None:
+        running: list[_Seq] = []
+        cache, mask = None, None
+        while True:
+            with self._cond:
+                while not self._stop and not running and not self._waiting:
+                    self._cond.wait()
+                if self._stop:
+                    break
+                admitted = self._admit(len(running))
+            try:
+                if running:
+                    cache, mask = self._decode_step(running, cache, mask)
+                if admitted:
+                    new_cache, new_mask = self._prefill(admitted)
+                    cache, mask = _join(cache, mask, new_cache, new_mask)
+                    running += admitted
+                running, cache, mask = self._retire(running, cache, mask)
+            except Exception as exc:  # a failed step must not kill the server: fail its requests
+                say(f"serve: generation failed: {type(exc).__name__}: {exc}")
+                for req in {id(s.req): s.req for s in running + admitted}.values():
+                    req.sink(("error", f"generation failed: {type(exc).__name__}: {exc}"))
+                running, cache, mask = [], None, None
+
+    def _admit(self, n_running: int) -> list[_Seq]:
+        """Waiting requests that fit in the batch (a request with n choices takes n rows)."""
+        out: list[_Seq] = []
+        while self._waiting:
+            req = self._waiting[0]
+            if req.cancelled:
+                self._waiting.popleft()
+                continue
+            n = req.sampling.n
+            if n_running + len(out) + n > self.max_batch and (n_running or out):
+                break
+            self._waiting.popleft()
+            for i in range(n):
+                gen = None
+                if req.sampling.seed is not None:
+                    gen = torch.Generator(device="cpu").manual_seed(req.sampling.seed + i)
+                out.append(_Seq(req, i, generator=gen))
+            self.stats["sequences"] += n
+        return out
+
+    def _forward(self, seqs: list[_Seq], **kwargs):
+        names = [s.req.adapter or "__base__" for s in seqs]
+        if self.mixed_adapters and set(names) != {self.active_adapter}:
+            kwargs["adapter_names"] = names
+        with torch.inference_mode():
+            return self.model(use_cache=True, logits_to_keep=1, **kwargs)
+
+    def _prefill(self, seqs: list[_Seq]):
+        from transformers import DynamicCache
+
+        width = max(len(s.req.prompt_ids) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            p = s.req.prompt_ids
+            ids[row, width - len(p):] = torch.tensor(p)
+            mask[row, width - len(p):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        out = self._forward(seqs, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                            position_ids=positions.to(self.device), past_key_values=cache,
+                            cache_position=torch.arange(width, device=self.device))
+        self.stats["prefills"] += 1
+        self._sample(seqs, out.logits[:, -1, :])
+        return out.past_key_values, mask.to(self.device)
+
+    def _decode_step(self, seqs: list[_Seq], cache, mask):
+        ids = torch.tensor([[s.pending] for s in seqs], device=self.device)
+        positions = mask.sum(-1, keepdim=True)
+        mask = torch.cat([mask, torch.ones((len(seqs), 1), dtype=mask.dtype, device=mask.device)], dim=1)
+        out = self._forward(seqs, input_ids=ids, attention_mask=mask, position_ids=positions,
+                            past_key_values=cache,
+                            cache_position=torch.tensor([mask.shape[1] - 1], device=self.device))
+        self.stats["decode_steps"] += 1
+        self.stats["batch_size_histogram"][len(seqs)] += 1
+        self.stats["max_batch_size"] = max(self.stats["max_batch_size"], len(seqs))
+        self._sample(seqs, out.logits[:, -1, :])
+        return out.past_key_values, mask
+
+    def _retire(self, seqs: list[_Seq], cache, mask):
+        """Drop finished or cancelled rows from the batch and trim all-padding columns."""
+        keep = [i for i, s in enumerate(seqs) if s.finish is None and not s.req.cancelled]
+        if len(keep) == len(seqs):
+            return seqs, cache, mask
+        if not keep:
+            return [], None, None
+        idx = torch.tensor(keep, device=mask.device)
+        mask = mask[idx]
+        first = int((mask.sum(0) > 0).nonzero()[0])
+        mask = mask[:, first:]
+        for layer in cache.layers:
+            layer.keys = layer.keys[idx, :, first:]
+            layer.values = layer.values[idx, :, first:]
+        return [seqs[i] for i in keep], cache, mask
+
+    # ------------------------------------------------------------------ sampling and streaming
+
+    def _sample(self, seqs: list[_Seq], logits: torch.Tensor) -> None:
+        logits = logits.float().cpu()
+        greedy = logits.argmax(-1).tolist()
+        for row, s in enumerate(seqs):
+            if s.req.cancelled:
+                continue
+            sp = s.req.sampling
+            probs = None
+            if sp.temperature > 0:
+                probs = _top_p(torch.softmax(logits[row] / sp.temperature, -1), sp.top_p)
+                token = int(torch.multinomial(probs, 1, generator=s.generator))
+            else:
+                token = greedy[row]
+            if s.req.grammar and self.grammar is not None:
+                token = self._constrain(s, token, probs if probs is not None else torch.softmax(logits[row], -1))
+            self._accept(s, token)
+
+    def _constrain(self, s: _Seq, token: int, probs: torch.Tensor) -> int:
+        """The chosen token if it keeps the code viable, else the most probable one that does."""
+        candidates = [token] + [t for t in probs.topk(self.top_candidates).indices.tolist() if t != token]
+        for rank, cand in enumerate(candidates):
+            is_eos = cand in self.eos_ids
+            text = self._text(s.generated if is_eos else s.generated + [cand])
+            if self.grammar.allows(text, final=is_eos, prefix=s.req.grammar_prefix):
+                if rank:
+                    self.stats["grammar_rejections"] += rank
+                return cand
+        self.stats["grammar_fallbacks"] += 1
+        return token
+
+    def _text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _accept(self, s: _Seq, token: int) -> None:
+        req, sp = s.req, s.req.sampling
+        if req.first_token_at is None:
+            req.first_token_at = time.perf_counter()
+        self.stats["tokens"] += 1
+        if token in self.eos_ids:  # the end token counts as generated, as in OpenAI's usage
+            self._finish(s, "stop", self._text(s.generated), len(s.generated) + 1)
+            return
+        s.generated.append(token)
+        s.pending = token
+        text = self._text(s.generated)
+        for stop in sp.stop:
+            at = text.find(stop, max(0, len(s.sent) - len(stop)))
+            if at >= 0:
+                self._finish(s, "stop", text[:at])
+                return
+        if len(s.generated) >= sp.max_tokens or len(req.prompt_ids) + len(s.generated) >= self.context_window:
+            self._finish(s, "length", text)
+            return
+        safe = _hold_back(text, sp.stop)
+        if len(safe) > len(s.sent):
+            req.sink(("delta", s.index, safe[len(s.sent):]))
+            s.sent = safe
+
+    def _finish(self, s: _Seq, reason: str, text: str, count: int | None = None) -> None:
+        if len(text) > len(s.sent) and text.startswith(s.sent):
+            s.req.sink(("delta", s.index, text[len(s.sent):]))
+        s.finish = reason
+        s.req.sink(("done", s.index, reason, len(s.generated) if count is None else count))
+
+
+def _join(cache, mask, new_cache, new_mask):
+    """Concatenate two batches' KV caches along the batch, left-padding the shorter one."""
+    if cache is None:
+        return new_cache, new_mask
+    a, b = mask.shape[1], new_mask.shape[1]
+    width = max(a, b)
+
+    def pad(t: torch.Tensor, n: int) -> torch.Tensor:  # left-pad dim -2 (keys/values) with zeros
+        return t if n == 0 else torch.cat([t.new_zeros(*t.shape[:-2], n, t.shape[-1]), t], dim=-2)
+
+    for old, new in zip(cache.layers, new_cache.layers):
+        old.keys = torch.cat([pad(old.keys, width - a), pad(new.keys, width - b)], dim=0)
+        old.values = torch.cat([pad(old.values, width - a), pad(new.values, width - b)], dim=0)
+    mask = torch.cat([torch.nn.functional.pad(mask, (width - a, 0)),
+                      torch.nn.functional.pad(new_mask, (width - b, 0))], dim=0)
+    return cache, mask
+
+
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    if top_p >= 1.0:
+        return probs
+    sorted_p, order = probs.sort(descending=True)
+    drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix reaching top_p
+    sorted_p[drop] = 0.0
+    return torch.zeros_like(probs).scatter(-1, order, sorted_p)
+
+
+def _hold_back(text: str, stops: tuple[str, ...]) -> str:
+    """`text` minus a tail that could still become a stop string or is a half-decoded character."""
+    cut = len(text)
+    for stop in stops:
+        for k in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:k]):
+                cut = min(cut, len(text) - k)
+                break
+    text = text[:cut]
+    return text.rstrip("\ufffd")
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None)
+    if gen is not None and gen.eos_token_id is not None:
+        ids += gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    for tok in (tokenizer.eos_token, "<|im_end|>", "<|endoftext|>"):
+        if tok and tok in tokenizer.get_vocab():
+            ids.append(tokenizer.convert_tokens_to_ids(tok))
+    return list(dict.fromkeys(i for i in ids if i is not None)) or [0]
+
+
+_ids = itertools.count(1)
+
+
+def next_id(prefix: str) -> str:
+    return f"{prefix}-{int(time.time())}{next(_ids):06d}"
