@@ -1,0 +1,90 @@
+"""The Vox language pack: lexer, parser, AST and construct taxonomy behind `LanguagePack`."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from mens.lang.base import Analysis, Construct, Diagnostic, LanguagePack, Span
+from mens.lang.vox.lexer import DECORATORS, Lexed, tokenize
+from mens.lang.vox.meta import DocFinder, metadata
+from mens.lang.vox.parser import Parser, VoxParseError, parse
+from mens.lang.vox.taxonomy import TAXONOMY, classify
+
+__all__ = ["VoxPack", "VoxParseError", "parse", "tokenize", "TAXONOMY"]
+
+_DROPPED_HINT = {
+    "!": "Vox has no '!' operator; use 'not'",
+    "&": "Vox has no '&' operator; use 'and'",
+    ";": "Vox needs no ';'",
+    "@": "unknown decorator",
+}
+_PARTIAL_DECO = re.compile(r"@[a-z_.0-9]*\Z")
+
+
+def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
+    out = []
+    for off in lx.dropped:
+        ch = lx.text[off]
+        hint = _DROPPED_HINT.get(ch, "not a Vox token")
+        out.append((off, f"dropped character {ch!r} ({hint})"))
+    return out
+
+
+class VoxPack(LanguagePack):
+    name = "vox"
+    extensions = (".vox",)
+    fence_tags = ("vox",)
+    comment_prefixes = ("//", "#")
+    grammar_version = "1"
+    taxonomy = TAXONOMY
+
+    def analyze(self, text: str, *, script: bool = False) -> Analysis:
+        try:
+            parser = Parser(text, script)
+        except Exception as exc:  # the lexer never fails on str input; defend the contract anyway
+            return Analysis(ok=False, error=Diagnostic(1, 1, f"internal lexer error: {exc}"))
+        error = None
+        try:
+            parser.module()
+        except VoxParseError as exc:
+            error = Diagnostic(exc.line, exc.col, exc.message)
+        except RecursionError:
+            line, col = parser.lx.line_col(parser.s[min(parser.i, len(parser.s) - 1)])
+            error = Diagnostic(line, col, "expression nested too deeply")
+        lx = parser.lx
+        docs = DocFinder(text) if parser.decls else None
+        constructs = []
+        for d in parser.decls:
+            kind, name, tags = classify(d)
+            sl, sc = lx.line_col(d.start)
+            el, ec = lx.line_col(d.end)
+            constructs.append(Construct(kind, name, Span(sl, sc, el, ec, d.start, d.end),
+                                        docs.doc_above(sl), tags))
+        warnings = [(off, msg) for off, msg in _dropped_warnings(lx)] + parser.warnings
+        warnings.sort(key=lambda w: w[0])
+        diags = [Diagnostic(*lx.line_col(off), msg) for off, msg in warnings]
+        return Analysis(ok=error is None, error=error, constructs=constructs, warnings=diags)
+
+    def viable_prefix(self, text: str) -> bool:
+        """Also viable: text that ends inside a string or a decorator name still being typed."""
+        err = self.check(text)
+        if err is None or "end of input" in err.message:
+            return True
+        m = _PARTIAL_DECO.search(text)
+        if m and any(d.startswith(m.group()) for d in DECORATORS):
+            err = self.check(text[:m.start()])
+            return err is None or "end of input" in err.message
+        return False
+
+    def structural_hash(self, text: str) -> str:
+        lx = Lexed(text)
+        h = hashlib.sha256()
+        for kind, tok in zip(lx.kinds, lx.texts):
+            if kind != "NL":
+                h.update(tok.encode("utf-8", "surrogatepass"))
+                h.update(b"\x00")
+        return h.hexdigest()
+
+    def metadata(self, text: str) -> dict:
+        return metadata(text)
