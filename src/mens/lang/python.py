@@ -75,8 +75,11 @@ def _token_shape(text: str) -> str:
             if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                                 tokenize.DEDENT, tokenize.ENDMARKER):
                 parts.append(tok.string)
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return " ".join(text.split())
+    except (tokenize.TokenError, SyntaxError):
+        # Unclosed brackets or strings end the stream early; what was read still counts, and an
+        # untokenizable text falls back to its words.
+        if not parts:
+            return " ".join(text.split())
     return "\x00".join(parts)
 
 

@@ -1,0 +1,100 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from mens.corpus import extract as extract_mod
+from mens.corpus.extract import extract
+from mens.corpus.units import read_units
+from mens.errors import MensError
+
+
+def rows(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def test_sources_and_docs_become_units_with_counted_drops(py_project, tmp_path):
+    out = tmp_path / "out" / "units.jsonl"
+    report = extract([py_project], out)
+    units = list(read_units(out))
+    by_kind = {}
+    for u in units:
+        by_kind.setdefault(u.kind, []).append(u)
+    # geometry.py has four named constructs → a file unit and four construct units;
+    # greet.py has one → a file unit only; golden.py two.
+    files = {Path(u.path).name for u in by_kind["file"]}
+    assert files == {"geometry.py", "greet.py", "golden.py"}
+    geometry = [u for u in by_kind["construct"] if u.path.endswith("geometry.py")]
+    assert [(u.construct, u.name) for u in geometry] == [
+        ("const", "PI_ISH"), ("function", "circle_area"), ("function", "square_perimeter"), ("class", "Rect")]
+    circle = geometry[1]
+    assert circle.code.startswith("def circle_area(r):") and circle.doc_comment == "Area of a circle of radius r."
+    assert circle.source.endswith("geometry.py:7") and circle.span[0] == 7 and circle.ast_hash
+    assert circle.lang == "python" and circle.file_hash
+    geo_file = next(u for u in by_kind["file"] if u.path.endswith("geometry.py"))
+    assert geo_file.doc_comment.startswith("Geometry helpers") and "import" in geo_file.constructs
+    # Docs: only the eligible page; a code unit per python block that parses, prose per section.
+    code = by_kind["doc_code"]
+    assert [u.name for u in code] == ["total", None]
+    assert code[0].heading == "Loops" and code[0].context == "Here is how to sum a list with a loop:"
+    assert code[0].frontmatter["status"] == "golden" and code[0].source.endswith("guide.md:18")  # the first code line
+    prose = by_kind["doc_prose"]
+    assert [u.heading for u in prose] == ["Loops"] and prose[0].lang == "python"
+    assert "for loop walks" in prose[0].code
+    assert report.dropped == {"binary": 1, "not_utf8": 1, "parse_error": 1, "doc_parse_error": 1,
+                              "not_training_eligible": 1}
+    assert report.counts["other_files"] == 1  # notes.txt; .hidden/ is not walked
+    saved = json.loads((tmp_path / "out" / "units.extract_report.json").read_text())
+    assert saved["stage"] == "extract" and saved["counts"]["units"] == len(units)
+    assert set(saved["fingerprint"]) == {"inputs", "params", "packs", "digest"}
+    assert saved["fingerprint"]["packs"]["python"] and len(saved["fingerprint"]["inputs"]) == 8
+    assert any(e["reason"] == "parse_error" and "broken.py" in e["where"] for e in saved["examples"])
+
+
+def test_all_docs_flag_and_huge_files(py_project, tmp_path):
+    (py_project / "pkg" / "huge.py").write_text("x = 1\n" * 1000)
+    report = extract([py_project], tmp_path / "u.jsonl", docs_training_only=False, max_bytes=2000)
+    assert report.dropped["huge"] == 1 and "not_training_eligible" not in report.dropped
+    names = {u.name for u in read_units(tmp_path / "u.jsonl") if u.kind == "doc_code"}
+    assert "draft" in names
+
+
+def test_pool_and_serial_give_identical_output(py_project, tmp_path, monkeypatch):
+    extract([py_project], tmp_path / "serial.jsonl", workers=1)
+    monkeypatch.setattr(extract_mod, "SERIAL_BELOW", 0)
+    extract([py_project], tmp_path / "pool.jsonl", workers=2)
+    assert (tmp_path / "serial.jsonl").read_bytes() == (tmp_path / "pool.jsonl").read_bytes()
+
+
+def test_incremental_reuses_unchanged_files_only(py_project, tmp_path):
+    out = tmp_path / "u.jsonl"
+    extract([py_project], out)
+    (py_project / "pkg" / "greet.py").write_text('def greet(name):\n    return "hi " + name\n')
+    report = extract([py_project], out, incremental=True)
+    assert report.counts["files_reused"] == 3  # geometry.py, golden.py, guide.md (units-less files rerun)
+    fresh = tmp_path / "fresh.jsonl"
+    extract([py_project], fresh)
+    assert out.read_bytes() == fresh.read_bytes()
+    # Different parameters: nothing is reused.
+    again = extract([py_project], out, incremental=True, max_bytes=10_000)
+    assert again.counts["files_reused"] == 0
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, run_cli, py_project):
+    out = tmp_path / "u.jsonl"
+    code, _, err = run_cli("corpus", "extract", tmp_path / "missing", "-o", out)
+    assert code == 2 and "mens: error: path not found" in err and not out.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("x")
+    code, _, err = run_cli("corpus", "extract", empty, "-o", out)
+    assert code == 2 and "no units extracted" in err and not out.exists()
+    assert list(tmp_path.glob(".u.jsonl*")) == []  # no temp file left behind
+    with pytest.raises(MensError):
+        extract([py_project], out, langs=["no-such-grammar-xyz"])
+
+
+def test_cli_extract_writes_output_and_report(py_project, tmp_path, run_cli):
+    out = tmp_path / "u.jsonl"
+    code, _, _ = run_cli("corpus", "extract", py_project / "pkg", "-o", out)
+    assert code == 0 and out.exists() and (tmp_path / "u.extract_report.json").exists()
