@@ -1,0 +1,117 @@
+"""Atomic checkpoints: `RUN/checkpoints/step-N/` holds the trainable weights, the optimizer,
+the scheduler, every rank's RNG states and the data position (a `Progress`). The directory is
+written under a temporary name and renamed, so a crash never leaves half a checkpoint, and a
+resume restores everything that decides the next loss: it continues the same trajectory."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mens.records import atomic_path
+
+CHECKPOINTS = "checkpoints"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class Progress:
+    """Where training is: resuming from it replays nothing and skips nothing."""
+
+    step: int = 0                 # optimizer steps done
+    epoch: int = 0                # current epoch (0-based)
+    batch_in_epoch: int = 0       # micro-batches of this epoch already consumed (global, all ranks)
+    supervised_tokens: int = 0    # seen so far
+    input_tokens: int = 0
+    train_seconds: float = 0.0    # wall time spent training in earlier sessions
+    last_loss: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def rng_state() -> dict:
+    import numpy as np
+    import torch
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: Progress,
+                    rng_states: list[dict], keep: int = 2) -> Path:
+    """Write checkpoints/step-N atomically and prune all but the newest `keep` (0 = keep all)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from mens.train.model import trainable_state
+
+    final = Path(run_dir) / CHECKPOINTS / f"step-{progress.step}"
+    with atomic_path(final) as tmp:
+        tmp.mkdir()
+        state = {k: v.contiguous().clone() for k, v in trainable_state(model).items()}
+        save_file(state, str(tmp / "trainable.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        torch.save(rng_states, tmp / "rng.pt")
+        (tmp / "progress.json").write_text(json.dumps(progress.to_dict(), indent=2))
+    if keep:
+        for old in list_checkpoints(run_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first (temp dirs of a crashed write are ignored)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name))
+             and (p / "progress.json").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0) -> Progress:
+    """Restore weights, optimizer, scheduler and this rank's RNG; return the data position."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    saved = load_file(str(path / "trainable.safetensors"))
+    params = dict(model.named_parameters())
+    missing = [k for k in saved if k not in params]
+    if missing:
+        from mens.errors import MensError
+
+        raise MensError(f"checkpoint does not match the model ({len(missing)} unknown weights, e.g. {missing[0]})",
+                        str(path), "rerun with --force-restart to start over")
+    with torch.no_grad():
+        for name, value in saved.items():
+            params[name].copy_(value.to(params[name].device, params[name].dtype))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    states = torch.load(path / "rng.pt", weights_only=False)
+    set_rng_state(states[min(rank, len(states) - 1)])
+    return Progress(**json.loads((path / "progress.json").read_text()))

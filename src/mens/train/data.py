@@ -1,0 +1,267 @@
+"""Training data: pairs → chat-formatted token ids with assistant-only labels → exact packed
+micro-batches.
+
+Labels follow the Hugging Face convention (`labels[i]` is the id at position i, -100 where no
+loss is taken). Packing shifts them per example into `targets` (position i predicts i + 1), so
+the last token of one example never predicts the first token of the next, and gives each
+example position ids that restart at 0. With no 2D attention mask, transformers reads those
+restarting position ids as packed sequences and builds a block-diagonal causal mask (varlen
+attention under flash-attention), so packed examples never attend to each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.records import Pair
+
+IGNORE = -100
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@dataclass
+class Example:
+    input_ids: list[int]
+    labels: list[int]          # same length; IGNORE where no loss is taken (unshifted)
+
+    @property
+    def n_supervised(self) -> int:
+        return sum(1 for t in self.labels[1:] if t != IGNORE)
+
+
+@dataclass
+class DataStats:
+    pairs: int = 0
+    dropped_min_rating: int = 0
+    dropped_no_supervised_tokens: int = 0
+    examples: int = 0
+    raw_text_chunks: int = 0
+    truncated_examples: int = 0
+    truncated_prompt_tokens: int = 0
+    truncated_response_tokens: int = 0
+    tokens: int = 0
+    supervised_tokens: int = 0
+    chat_format: str = "template"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Batch:
+    """One micro-batch: [B, L] tensors; `targets` are already shifted."""
+
+    input_ids: "object"
+    position_ids: "object"
+    targets: "object"
+    n_supervised: int
+    n_tokens: int
+
+
+# ---------------------------------------------------------------- pairs → examples
+
+def ensure_chat_template(tokenizer) -> str:
+    """Use the tokenizer's own chat template; give ChatML to one that has none."""
+    if getattr(tokenizer, "chat_template", None):
+        return "template"
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return "chatml"
+
+
+def _render(tokenizer, messages, generation_prompt: bool = False) -> str:
+    if not messages:
+        return ""
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+
+def encode_pair(pair: Pair, tokenizer, system_prompt: str | None = None) -> tuple[Example, int, int]:
+    """Tokenize one conversation. Returns the example, the index of the first token of the last
+    assistant turn, and the index where that turn's header (e.g. `<|im_start|>assistant\\n`)
+    starts — the truncation rule keeps the header with the response."""
+    msgs = pair.chat(system_prompt)
+    full = _render(tokenizer, msgs)
+    spans: list[tuple[int, int]] = []
+    for i, m in enumerate(msgs):
+        if m["role"] != "assistant":
+            continue
+        prefix = _render(tokenizer, msgs[:i], generation_prompt=True)
+        upto = _render(tokenizer, msgs[: i + 1])
+        # Templates that rewrite earlier turns (e.g. strip reasoning) are not prefix-stable;
+        # such earlier turns are simply not supervised. The last turn always is.
+        if full.startswith(upto) and upto.startswith(prefix):
+            spans.append((len(prefix), len(upto.rstrip())))
+    if not spans or spans[-1][1] != len(full.rstrip()):
+        raise MensError("the chat template does not render the assistant turn as a suffix",
+                        pair.source or "pair", "use a tokenizer with a standard chat template")
+    header_start_char = len(_render(tokenizer, msgs[:-1]))
+    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is not None and tokenizer.bos_token and not full.startswith(tokenizer.bos_token):
+        ids, offsets = [bos] + ids, [(0, 0)] + offsets
+    labels = [IGNORE] * len(ids)
+    for j, (start, end) in enumerate(offsets):
+        if end > start and any(s <= start < e for s, e in spans):
+            labels[j] = ids[j]
+    last_start = spans[-1][0]
+    resp_at = next((j for j, (s, e) in enumerate(offsets) if e > s and s >= last_start), len(ids))
+    header_at = next((j for j, (s, e) in enumerate(offsets) if e > s and s >= header_start_char), resp_at)
+    return Example(ids, labels), resp_at, min(header_at, resp_at)
+
+
+def truncate(ex: Example, resp_at: int, header_at: int, seq_len: int) -> tuple[Example, int, int]:
+    """Fit an example in `seq_len` tokens, keeping the start of the prompt and the whole response
+    when it can; otherwise keep a quarter of the window of prompt and cut the response's end.
+    Returns the example and the prompt / response tokens cut."""
+    n = len(ex.input_ids)
+    if n <= seq_len:
+        return ex, 0, 0
+    body = list(range(0, header_at))
+    header = list(range(header_at, resp_at))[: seq_len // 2]
+    resp = list(range(resp_at, n))
+    if len(resp) + len(header) + min(len(body), 1) <= seq_len:
+        keep_body = body[: seq_len - len(resp) - len(header)]
+        keep_resp = resp
+    else:
+        keep_body = body[: min(len(body), seq_len // 4)]
+        keep_resp = resp[: max(0, seq_len - len(keep_body) - len(header))]
+    keep = keep_body + header + keep_resp
+    cut_prompt = resp_at - len(keep_body) - len(header)
+    cut_resp = len(resp) - len(keep_resp)
+    return Example([ex.input_ids[i] for i in keep], [ex.labels[i] for i in keep]), cut_prompt, cut_resp
+
+
+def only_last_k(ex: Example, k: int) -> Example:
+    """`--ce-last-k`: supervise only the last k supervised tokens."""
+    keep = [i for i, t in enumerate(ex.labels) if t != IGNORE][-k:]
+    labels = [IGNORE] * len(ex.labels)
+    for i in keep:
+        labels[i] = ex.labels[i]
+    return Example(ex.input_ids, labels)
+
+
+def build_examples(pairs: list[Pair], tokenizer, seq_len: int, *, system_prompt: str | None = None,
+                   ce_last_k: int | None = None, min_rating: int | None = None,
+                   stats: DataStats | None = None) -> tuple[list[Example], DataStats]:
+    stats = stats or DataStats()
+    stats.chat_format = ensure_chat_template(tokenizer)
+    out: list[Example] = []
+    for pair in pairs:
+        stats.pairs += 1
+        if min_rating is not None and pair.rating is not None and pair.rating < min_rating:
+            stats.dropped_min_rating += 1
+            continue
+        ex, resp_at, header_at = encode_pair(pair, tokenizer, system_prompt)
+        ex, cut_prompt, cut_resp = truncate(ex, resp_at, header_at, seq_len)
+        if cut_prompt or cut_resp:
+            stats.truncated_examples += 1
+            stats.truncated_prompt_tokens += cut_prompt
+            stats.truncated_response_tokens += cut_resp
+        if ce_last_k:
+            ex = only_last_k(ex, ce_last_k)
+        if ex.n_supervised == 0:
+            stats.dropped_no_supervised_tokens += 1
+            continue
+        out.append(ex)
+    _count(out, stats)
+    return out, stats
+
+
+def raw_examples(chunks: list[list[int]], stats: DataStats) -> list[Example]:
+    """Raw-text chunks are supervised on every token."""
+    out = [Example(list(c), list(c)) for c in chunks if len(c) > 1]
+    stats.raw_text_chunks += len(out)
+    _count(out, stats)
+    return out
+
+
+def _count(examples: list[Example], stats: DataStats) -> None:
+    stats.examples += len(examples)
+    stats.tokens += sum(len(e.input_ids) for e in examples)
+    stats.supervised_tokens += sum(e.n_supervised for e in examples)
+
+
+def split_validation(pairs: list[Pair], fraction: float, seed: int) -> tuple[list[Pair], list[Pair]]:
+    """A seeded random hold-out; none when the fraction would give less than one pair."""
+    n_val = int(len(pairs) * fraction)
+    if n_val < 1 or len(pairs) - n_val < 1:
+        return pairs, []
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    val_idx = set(order[:n_val])
+    return [p for i, p in enumerate(pairs) if i not in val_idx], [pairs[i] for i in sorted(val_idx)]
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- examples → packed batches
+
+@dataclass
+class _Row:
+    input_ids: list[int] = field(default_factory=list)
+    position_ids: list[int] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+
+    def add(self, ex: Example) -> None:
+        self.input_ids += ex.input_ids
+        self.position_ids += range(len(ex.input_ids))
+        self.targets += ex.labels[1:] + [IGNORE]
+
+
+def pack_rows(examples: list[Example], seq_len: int, packing: bool = True) -> list[_Row]:
+    """Next-fit packing over a small window of open rows (deterministic for a given order);
+    without packing, one example per row."""
+    rows: list[_Row] = []
+    open_rows: list[_Row] = []
+    for ex in examples:
+        n = len(ex.input_ids)
+        target = None
+        if packing:
+            target = next((r for r in open_rows if len(r.input_ids) + n <= seq_len), None)
+        if target is None:
+            target = _Row()
+            rows.append(target)
+            if packing:
+                open_rows = (open_rows + [target])[-8:]
+        target.add(ex)
+    return rows
+
+
+def collate(rows: list[_Row], pad_id: int) -> Batch:
+    import torch
+
+    width = max(len(r.input_ids) for r in rows)
+    ids, pos, tgt = [], [], []
+    for r in rows:
+        pad = width - len(r.input_ids)
+        ids.append(r.input_ids + [pad_id] * pad)
+        # Padding is its own segment (positions restart), so no real token attends to it.
+        pos.append(r.position_ids + list(range(pad)))
+        tgt.append(r.targets + [IGNORE] * pad)
+    targets = torch.tensor(tgt, dtype=torch.long)
+    return Batch(torch.tensor(ids, dtype=torch.long), torch.tensor(pos, dtype=torch.long), targets,
+                 int((targets != IGNORE).sum()), sum(len(r.input_ids) for r in rows))
+
+
+def epoch_batches(examples: list[Example], seq_len: int, micro_batch: int, seed: int, epoch: int,
+                  pad_id: int, packing: bool = True, shuffle: bool = True) -> list[Batch]:
+    """The micro-batches of one epoch: a seeded shuffle (seed, epoch), packed, grouped. The same
+    arguments always give the same batches, which is what makes resume exact."""
+    order = list(range(len(examples)))
+    if shuffle:
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    rows = pack_rows([examples[i] for i in order], seq_len, packing)
+    return [collate(rows[i:i + micro_batch], pad_id) for i in range(0, len(rows), micro_batch)]

@@ -1,0 +1,444 @@
+"""THE training loop: one function, read top to bottom, for qlora, lora, full and scratch alike.
+The backends differ only in what `mens.train.model` builds; everything below is shared.
+
+Sections: distributed setup → preflight → model → data → optimizer → resume → the loop
+(accumulate, all-reduce, clip, step, log, eval, checkpoint, interrupt) → final save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import resource
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from mens.errors import MensError
+from mens.progress import progress, quiet, say
+from mens.train import preflight
+from mens.train.checkpoint import (Progress, latest_checkpoint, load_checkpoint, rng_state,
+                                   save_checkpoint)
+from mens.train.config import TrainConfig
+from mens.train.data import DataStats, IGNORE, build_examples, epoch_batches, file_sha256, raw_examples, \
+    split_validation
+from mens.train.manifest import Manifest, read_manifest
+from mens.train.telemetry import Telemetry
+
+# Artifacts a --force-restart clears (never anything else in the directory).
+_RUN_ARTIFACTS = ("checkpoints", "telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md",
+                  "adapter_config.json", "adapter_model.safetensors", "tensorboard")
+
+
+@dataclass
+class Outcome:
+    status: str          # completed | interrupted | already-completed
+    run_dir: Path
+    steps: int
+    final_loss: float | None
+    val_loss: float | None
+    losses: list[float]  # the loss of every optimizer step of this session
+
+
+class _StopFlag:
+    """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now."""
+
+    def __init__(self):
+        self.requested = False
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        say("mens: stopping after this step (checkpoint, then exit); press Ctrl+C again to exit now")
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _peak_memory_gb(device: str) -> float:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+@contextlib.contextmanager
+def _dropout_off(model):
+    """Deterministic validation without model.eval(): only dropout layers switch to eval."""
+    import torch
+
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.training]
+    for m in drops:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m in drops:
+            m.train()
+
+
+def batch_loss(decoder, head, batch, device, chunk_size: int):
+    """Sum of token losses and supervised-token count of one micro-batch. The decoder body
+    gives the last hidden states; the head and cross-entropy run only where a target exists."""
+    from mens.train.loss import supervised_loss
+
+    ids = batch.input_ids.to(device, non_blocking=True)
+    pos = batch.position_ids.to(device, non_blocking=True)
+    targets = batch.targets.to(device, non_blocking=True)
+    # No attention_mask: restarting position ids make transformers build the block-diagonal
+    # (packed) causal mask, or varlen attention under flash-attention.
+    hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
+    keep = targets != IGNORE
+    return supervised_loss(hidden[keep], head, targets[keep], chunk_size)
+
+
+def train(cfg: TrainConfig, force_restart: bool = False,
+          on_step: Callable[[int, float], None] | None = None) -> Outcome:
+    import torch
+    import torch.distributed as dist
+
+    from mens.train import model as builders
+    from mens.train.probe import probe
+
+    # ---------------------------------------------------------------- distributed setup
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    info = probe(cfg.device)
+    device = info.device
+    preflight.check_device(device)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+    main_rank = rank == 0
+    run_dir = preflight.check_run_dir(cfg.output_dir)
+    preflight.check_preset(cfg.preset, device, info.memory_gb)
+
+    # ---------------------------------------------------------------- resume or start over
+    previous = read_manifest(run_dir)
+    if force_restart and main_rank:
+        for name in _RUN_ARTIFACTS:
+            target = run_dir / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+        previous = None
+    if previous and previous.get("status") == "completed" and not force_restart:
+        say(f"mens: {run_dir} is already a completed run; pass --force-restart to train again")
+        res = previous.get("results", {})
+        return Outcome("already-completed", run_dir, res.get("steps", 0), res.get("final_loss"),
+                       res.get("val_loss"), [])
+    if world > 1:
+        dist.barrier()
+    resume_from = latest_checkpoint(run_dir)
+
+    # ---------------------------------------------------------------- preflight: data, model files
+    train_file, pairs, val_pairs, skipped = preflight.check_data(cfg.data_dir, cfg.lenient)
+    base = None
+    if cfg.backend != "scratch":
+        base = builders.resolve_base(cfg.model)
+        if base.path:
+            preflight.check_model_files(base.path)
+        from transformers import AutoConfig
+
+        hf_config = AutoConfig.from_pretrained(base.path or base.id)
+        preflight.check_seq_len(cfg.seq_len, builders.max_positions(hf_config), cfg.model)
+
+    # ---------------------------------------------------------------- model and tokenizer
+    torch.manual_seed(cfg.seed)
+    dtype = builders.compute_dtype(cfg, device, info.bf16)
+    scratch_shape = None
+    if cfg.backend == "scratch":
+        model, tokenizer, scratch_shape = builders.build_scratch(cfg, device)
+        preflight.check_seq_len(cfg.seq_len, builders.max_positions(model.config), "--scratch-positions")
+    else:
+        tokenizer = builders.load_tokenizer(base.path or base.id)
+        preflight.check_vocab(tokenizer, hf_config, cfg.model)
+        model = builders.load_model(cfg, base, device, dtype, local_rank)
+    try:
+        from mens.train.speed import optimize_for_training
+    except ModuleNotFoundError as err:
+        if err.name != "mens.train.speed":
+            raise
+    else:
+        model = optimize_for_training(model, cfg)
+    decoder, head = builders.decoder_and_head(model)
+    dev = torch.device(f"cuda:{local_rank}" if device == "cuda" else device)
+
+    # ---------------------------------------------------------------- data
+    if not val_pairs:
+        pairs, val_pairs = split_validation(pairs, cfg.val_split, cfg.seed)
+    fmt = dict(system_prompt=cfg.system_prompt, ce_last_k=cfg.ce_last_k, min_rating=cfg.min_rating)
+    train_examples, stats = build_examples(pairs, tokenizer, cfg.seq_len, **fmt)
+    val_examples, _ = build_examples(val_pairs, tokenizer, cfg.seq_len, **fmt)
+    if cfg.raw_text:
+        from mens.train.scratch import raw_text_chunks
+
+        train_examples += raw_examples(raw_text_chunks(cfg.raw_text, tokenizer, cfg.seq_len), stats)
+    if not train_examples:
+        raise MensError("no training example has a supervised token left", str(train_file),
+                        "check --min-rating / --seq-len against the data")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def batches_of(epoch: int):
+        return epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+
+    window = cfg.grad_accum * world  # micro-batches per optimizer step, all ranks together
+    if cfg.max_steps:
+        total_steps = cfg.max_steps
+    else:
+        whole, part = int(cfg.epochs), cfg.epochs - int(cfg.epochs)
+        per_epoch = [math.ceil(len(batches_of(e)) / window) for e in range(whole + (part > 0))]
+        total_steps = sum(per_epoch[:whole]) + (math.ceil(part * per_epoch[-1]) if part > 0 else 0)
+    val_batches = epoch_batches(val_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, 0, pad_id,
+                                cfg.packing, shuffle=False) if val_examples else []
+
+    # ---------------------------------------------------------------- optimizer and schedule
+    from transformers import get_cosine_schedule_with_warmup
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
+                                  fused=device == "cuda")
+    scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
+
+    # ---------------------------------------------------------------- preflight: a finite first forward
+    # Train mode from here on, even for validation (see _dropout_off): bitsandbytes repacks
+    # 4-bit weights into an inference-only layout the first time it runs in eval mode.
+    model.train()
+    with torch.no_grad():
+        first = batches_of(0)[0]
+        s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
+        preflight.check_finite(float(s) / max(n, 1), f"{cfg.model or 'scratch'} on {train_file}")
+
+    # ---------------------------------------------------------------- resume
+    prog = Progress()
+    if resume_from is not None:
+        prog = load_checkpoint(resume_from, model, optimizer, scheduler, rank)
+        say(f"mens: resuming from {resume_from} (step {prog.step}/{total_steps})")
+    else:
+        torch.manual_seed(cfg.seed + rank)
+
+    # ---------------------------------------------------------------- manifest and telemetry
+    tok_source = base.id if base else "mens.train.vox_tokenizer"
+    manifest = Manifest(
+        base_model=base.to_dict() if base else None, backend=cfg.backend,
+        quantization="bnb-nf4-double-quant" if cfg.backend == "qlora" else None,
+        dtype=str(dtype).replace("torch.", ""),
+        tokenizer={"source": tok_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format},
+        data={"dir": str(Path(cfg.data_dir).resolve()), "train_file": str(train_file.resolve()),
+              "train_sha256": file_sha256(train_file), "train_pairs": len(pairs), "val_pairs": len(val_pairs),
+              "val_examples": len(val_examples), "skipped_lines": skipped, **stats.to_dict()},
+        hyperparameters=cfg.to_dict(), preset=cfg.preset,
+        device={"type": device, "name": info.device_name, "world_size": world, "bf16": info.bf16},
+        seed=cfg.seed,
+        provenance={"upstream_model_id": cfg.upstream_model_id or (base.id if base and not base.path else None),
+                    "license": cfg.license, "attribution_required": cfg.attribution_required},
+        scratch_shape=scratch_shape.to_dict() if scratch_shape is not None else None)
+    manifest.results.total_steps = total_steps
+    if previous and previous.get("created"):
+        manifest.created = previous["created"]
+    telemetry = Telemetry.for_run(run_dir, cfg.report_to, enabled=main_rank)
+    if main_rank:
+        manifest.write(run_dir)
+        telemetry.event("train_start", prog.step, total_steps=total_steps, resumed_from=str(resume_from or ""),
+                        backend=cfg.backend, device=device, world_size=world, examples=len(train_examples),
+                        supervised_tokens=stats.supervised_tokens)
+
+    def all_sum(value: torch.Tensor) -> torch.Tensor:
+        if world > 1:
+            dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        return value
+
+    def evaluate() -> float | None:
+        if not val_batches:
+            return None
+        total = torch.zeros(2, dtype=torch.float64, device=dev)
+        with torch.no_grad(), _dropout_off(model):
+            for b in val_batches[rank::world]:
+                s, n = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
+                total += torch.tensor([float(s), n], dtype=torch.float64, device=dev)
+        total = all_sum(total)
+        return float(total[0] / total[1]) if total[1] > 0 else None
+
+    def checkpoint(reason: str) -> None:
+        states = [rng_state()]
+        if world > 1:
+            states = [None] * world
+            dist.all_gather_object(states, rng_state())
+        if main_rank:
+            path = save_checkpoint(run_dir, model, optimizer, scheduler, prog, states, cfg.keep_checkpoints)
+            telemetry.event("checkpoint", prog.step, path=str(path.relative_to(run_dir)), reason=reason)
+        if world > 1:
+            dist.barrier()
+
+    # ---------------------------------------------------------------- the loop
+    losses: list[float] = []
+    val_loss = previous.get("results", {}).get("val_loss") if previous else None
+    status = "completed"
+    t_session, t_log, tok_log = time.time(), time.time(), 0
+    batches = batches_of(prog.epoch)
+    plain_lines = quiet() and os.environ.get("MENS_QUIET") != "1"
+    try:
+        with _StopFlag() as stop, progress("train", total=total_steps) as bar:
+            bar.advance(prog.step)
+            while prog.step < total_steps:
+                if prog.batch_in_epoch >= len(batches):
+                    if main_rank:
+                        telemetry.event("epoch_end", prog.step, epoch=prog.epoch)
+                    prog.epoch, prog.batch_in_epoch = prog.epoch + 1, 0
+                    batches = batches_of(prog.epoch)
+                    continue
+                # One optimizer step = `window` micro-batches; rank r takes every world-th one.
+                # Every rank knows the window's supervised tokens (the batches are identical
+                # everywhere), so each micro-batch's loss is divided by the whole window's count:
+                # the summed gradient is exactly that of one big batch.
+                step_batches = batches[prog.batch_in_epoch: prog.batch_in_epoch + window]
+                n_window = sum(b.n_supervised for b in step_batches)
+                loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+                for b in step_batches[rank::world]:
+                    s, _ = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
+                    (s / n_window).backward()
+                    loss_sum += s.detach().double()
+                if world > 1:
+                    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+                    flat = torch.cat([g.reshape(-1).float() for g in grads])
+                    all_sum(flat)
+                    offset = 0
+                    for p in params:
+                        p.grad = flat[offset: offset + p.numel()].view_as(p).to(p.dtype)
+                        offset += p.numel()
+                    all_sum(loss_sum)
+                clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+                lr = scheduler.get_last_lr()[0]
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+
+                loss = float(loss_sum) / max(n_window, 1)
+                losses.append(loss)
+                prog.step += 1
+                prog.batch_in_epoch += len(step_batches)
+                prog.supervised_tokens += n_window
+                prog.input_tokens += sum(b.n_tokens for b in step_batches)
+                prog.last_loss = loss
+                tok_log += n_window
+                bar.advance()
+                if main_rank and (prog.step % cfg.log_interval == 0 or prog.step == total_steps):
+                    now = time.time()
+                    tps = tok_log / max(now - t_log, 1e-9)
+                    per_step = (now - t_session) / max(len(losses), 1)
+                    eta = per_step * (total_steps - prog.step)
+                    telemetry.event("step", prog.step, epoch=prog.epoch, loss=round(loss, 6), lr=lr,
+                                    grad_norm=round(grad_norm, 6), tokens=n_window,
+                                    tokens_per_s=round(tps, 2), eta_s=round(eta, 1),
+                                    progress=round(prog.step / total_steps, 4))
+                    bar.update(description=f"train loss {loss:.4f}")
+                    if plain_lines:
+                        say(f"step {prog.step}/{total_steps}  loss {loss:.4f}  lr {lr:.2e}  "
+                            f"{tps:.0f} tok/s  eta {eta:.0f}s")
+                    t_log, tok_log = now, 0
+                if cfg.eval_interval and prog.step % cfg.eval_interval == 0 and prog.step < total_steps:
+                    val_loss = evaluate()
+                    if main_rank and val_loss is not None:
+                        telemetry.event("eval", prog.step, val_loss=round(val_loss, 6))
+                if on_step is not None:
+                    on_step(prog.step, loss)
+                stop_now = torch.tensor(float(stop.requested), device=dev)
+                if float(all_sum(stop_now)) > 0 and prog.step < total_steps:
+                    status = "interrupted"
+                    break
+                if cfg.save_interval and prog.step % cfg.save_interval == 0 and prog.step < total_steps:
+                    checkpoint("interval")
+            if status == "completed" and prog.batch_in_epoch >= len(batches) and main_rank:
+                telemetry.event("epoch_end", prog.step, epoch=prog.epoch)
+    except BaseException as exc:
+        if main_rank:
+            manifest.status, manifest.error = "failed", f"{type(exc).__name__}: {exc}"[:500]
+            if isinstance(exc, KeyboardInterrupt):
+                manifest.status = "interrupted"
+            manifest.write(run_dir)
+            telemetry.event("error", prog.step, error=manifest.error)
+            telemetry.close()
+        raise
+
+    # ---------------------------------------------------------------- save
+    prog.train_seconds += time.time() - t_session
+    if status == "interrupted":
+        checkpoint("interrupt")
+    else:
+        val_loss = evaluate() if val_batches else val_loss
+        if main_rank and val_loss is not None:
+            telemetry.event("eval", prog.step, val_loss=round(val_loss, 6))
+    results = manifest.results
+    results.steps, results.final_loss, results.val_loss = prog.step, prog.last_loss, val_loss
+    results.epochs_done = round(prog.epoch + prog.batch_in_epoch / max(len(batches), 1), 4)
+    results.supervised_tokens, results.input_tokens = prog.supervised_tokens, prog.input_tokens
+    results.wall_time_s = round(prog.train_seconds, 2)
+    results.tokens_per_s = round(prog.supervised_tokens / max(prog.train_seconds, 1e-9), 2)
+    results.peak_memory_gb = round(_peak_memory_gb(device), 3)
+    manifest.status = status
+    if main_rank:
+        if status == "completed":
+            _save_outputs(run_dir, model, tokenizer, cfg.backend)
+        manifest.write(run_dir)
+        telemetry.event("train_end", prog.step, status=status, final_loss=prog.last_loss, val_loss=val_loss,
+                        tokens_per_s=results.tokens_per_s, wall_time_s=results.wall_time_s)
+        telemetry.close()
+        if status == "completed":
+            _write_card(run_dir)
+        else:
+            say(f"mens: stopped at step {prog.step}/{total_steps}; checkpoint saved. "
+                "Rerun the same command to resume.")
+    if world > 1:
+        dist.barrier()
+    return Outcome(status, run_dir, prog.step, prog.last_loss, val_loss, losses)
+
+
+def _save_outputs(run_dir: Path, model, tokenizer, backend: str) -> None:
+    """The adapter (qlora/lora) or the whole model (full/scratch), plus the tokenizer with the
+    chat template training used; each file lands by an atomic rename."""
+    import tempfile
+
+    from mens.train.model import unwrap
+
+    if backend == "scratch":
+        from mens.train.scratch import save_scratch_model
+
+        save_scratch_model(model, tokenizer, run_dir)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
+    try:
+        if backend in ("qlora", "lora"):
+            model.save_pretrained(tmp)
+        else:
+            unwrap(model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
+        for item in sorted(tmp.iterdir()):
+            os.replace(item, run_dir / item.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_card(run_dir: Path) -> None:
+    try:
+        from mens.evaluate.card import write_card
+    except ImportError:
+        return
+    write_card(run_dir)

@@ -1,0 +1,110 @@
+"""Preflight: every check that can fail cheaply runs before the heavy work, and each failure is
+one line (`MensError`, exit 2) that says what is wrong, where, and what to do."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.progress import say
+from mens.records import Pair, read_pairs
+
+MIN_PAIRS_WARN = 100
+# What a run dir may hold before its first run (`--background` creates logs/ first).
+_FRESH_OK = {"logs"}
+
+
+def check_run_dir(output_dir: str | None) -> Path:
+    """The output dir is new, empty, or an earlier mens run (which is then resumed)."""
+    if not output_dir:
+        raise MensError("no output directory given", "--output-dir", "pass --output-dir RUN")
+    run = Path(output_dir)
+    if run.exists() and not run.is_dir():
+        raise MensError("output path exists and is not a directory", str(run), "choose another --output-dir")
+    if run.is_dir() and not (run / "training_manifest.json").is_file():
+        others = sorted(p.name for p in run.iterdir() if p.name not in _FRESH_OK)
+        if others:
+            raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)",
+                            str(run), "choose a new --output-dir")
+    return run
+
+
+def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
+    """train.jsonl (and an optional val.jsonl) in the data dir, well-formed and non-empty.
+    Returns the train file, its pairs, the validation pairs if a file gives them, and the
+    skipped-line reasons under --lenient."""
+    if not data_dir:
+        raise MensError("no data directory given", "--data-dir", "pass --data-dir DIR holding train.jsonl")
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise MensError("data directory not found", str(root), "pass --data-dir DIR holding train.jsonl")
+    train = root / "train.jsonl"
+    if not train.is_file():
+        raise MensError("no train.jsonl in the data directory", str(root),
+                        "run `mens corpus mix`, or put a train.jsonl (one pair per line) there")
+    pairs, skipped = read_pairs(train, lenient=lenient)
+    if not pairs:
+        raise MensError("train.jsonl holds no training pairs", str(train),
+                        "add prompt/response pairs, one JSON object a line")
+    if len(pairs) < MIN_PAIRS_WARN:
+        say(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
+            "expect a weak model")
+    val = None
+    for name in ("val.jsonl", "valid.jsonl", "validation.jsonl"):
+        if (root / name).is_file():
+            val, more = read_pairs(root / name, lenient=lenient)
+            skipped += more
+            break
+    return train, pairs, val, skipped
+
+
+def check_model_files(model_dir: str) -> None:
+    """A local base model needs a config and a tokenizer (weights are checked by loading)."""
+    root = Path(model_dir)
+    if not (root / "config.json").is_file():
+        raise MensError("model directory has no config.json", str(root),
+                        "point --model at a Hugging Face model directory")
+    tokenizer_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+    if not any((root / f).is_file() for f in tokenizer_files):
+        raise MensError("model directory has no tokenizer (tokenizer.json / tokenizer.model / vocab.json)",
+                        str(root), "save the tokenizer beside the model (tokenizer.save_pretrained(dir))")
+
+
+def check_vocab(tokenizer, config, where: str) -> None:
+    """Every token id the tokenizer can emit must have an embedding row."""
+    vocab = getattr(config, "vocab_size", None)
+    if vocab is not None and len(tokenizer) > vocab:
+        raise MensError(f"tokenizer has {len(tokenizer)} tokens but the model's vocabulary is {vocab}", where,
+                        "use the tokenizer that belongs to this model")
+
+
+def check_seq_len(seq_len: int, positions: int | None, where: str) -> None:
+    if positions is not None and seq_len > positions:
+        raise MensError(f"seq_len {seq_len} is beyond the model's {positions} positions", where,
+                        f"pass --seq-len {positions} or less")
+
+
+def check_preset(preset_name: str | None, device: str, memory_gb: float) -> None:
+    from mens.train.presets import PRESETS, fits
+
+    if not preset_name:
+        return
+    why = fits(PRESETS[preset_name], device, memory_gb)
+    if why:
+        raise MensError(why, "--preset", "run `mens probe` for the preset that fits, or pass --preset cpu")
+
+
+def check_device(device: str) -> None:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise MensError("--device cuda but no CUDA device is available", "--device", "use --device auto or cpu")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise MensError("--device mps but MPS is not available", "--device", "use --device auto or cpu")
+
+
+def check_finite(loss_value: float, where: str) -> None:
+    if not math.isfinite(loss_value):
+        raise MensError(f"the first forward pass gives a non-finite loss ({loss_value})", where,
+                        "check the model weights and dtype (try --dtype fp32)")
