@@ -8,7 +8,7 @@ import re
 from mens.lang.base import Analysis, Construct, Diagnostic, LanguagePack, Span
 from mens.lang.vox.lexer import DECORATORS, Lexed, tokenize
 from mens.lang.vox.meta import DocFinder, metadata
-from mens.lang.vox.parser import Parser, VoxParseError, parse
+from mens.lang.vox.parser import Parser, VoxParseError, gc_paused, parse
 from mens.lang.vox.taxonomy import TAXONOMY, classify
 
 __all__ = ["VoxPack", "VoxParseError", "parse", "tokenize", "TAXONOMY"]
@@ -46,7 +46,8 @@ class VoxPack(LanguagePack):
             return Analysis(ok=False, error=Diagnostic(1, 1, f"internal lexer error: {exc}"))
         error = None
         try:
-            parser.module()
+            with gc_paused():
+                parser.module()
         except VoxParseError as exc:
             error = Diagnostic(exc.line, exc.col, exc.message)
         except RecursionError:

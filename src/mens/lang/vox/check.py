@@ -1,0 +1,90 @@
+"""`mens vox check` / `mens vox constructs` logic: find the sources, analyze each, report."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.lang.base import Analysis
+
+STDIN = "-"
+
+
+@dataclass
+class FileResult:
+    path: str
+    analysis: Analysis
+
+    def to_dict(self, constructs: bool = False) -> dict:
+        a = self.analysis
+        out: dict = {
+            "path": self.path,
+            "ok": a.ok,
+            "error": None if a.error is None else
+            {"line": a.error.line, "col": a.error.col, "message": a.error.message},
+            "warnings": [{"line": w.line, "col": w.col, "message": w.message} for w in a.warnings],
+        }
+        if constructs:
+            out["constructs"] = [
+                {"kind": c.kind, "name": c.name, "start_line": c.span.start_line,
+                 "end_line": c.span.end_line, "start": c.span.start, "end": c.span.end,
+                 "doc": c.doc, "tags": list(c.tags)}
+                for c in a.constructs
+            ]
+        return out
+
+
+@dataclass
+class CheckReport:
+    results: list[FileResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(not r.analysis.ok for r in self.results)
+
+    def summary(self) -> dict:
+        n = len(self.results)
+        return {"files": n, "parsed": n - self.failed, "failed": self.failed,
+                "warnings": sum(len(r.analysis.warnings) for r in self.results)}
+
+    def summary_line(self) -> str:
+        s = self.summary()
+        return f"{s['files']} files, {s['parsed']} parsed, {s['failed']} failed"
+
+
+def collect_sources(paths: list[str]) -> list[str]:
+    """Files as given, folders searched recursively for *.vox, `-` for stdin. A path that does
+    not exist is a user error."""
+    out: list[str] = []
+    for raw in paths:
+        if raw == STDIN:
+            out.append(STDIN)
+            continue
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(str(f) for f in sorted(p.rglob("*.vox")) if f.is_file())
+        elif p.is_file():
+            out.append(str(p))
+        else:
+            raise MensError(f"no such file or folder: {raw}", "mens vox", "give .vox files, folders, or - for stdin")
+    return out
+
+
+def read_source(path: str) -> str:
+    if path == STDIN:
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def check_paths(paths: list[str], script: bool = False) -> CheckReport:
+    from mens.lang import get_pack
+
+    pack = get_pack("vox")
+    report = CheckReport()
+    for path in collect_sources(paths):
+        text = read_source(path)
+        report.results.append(FileResult("<stdin>" if path == STDIN else path,
+                                         pack.analyze(text, script=script)))
+    return report
