@@ -52,6 +52,7 @@ TEMPLATES: dict[str, Template] = {
     "scheduled": data.scheduled_job,
     "table_query": data.table_query,
     "table_mutation": data.table_mutation,
+    "table": data.table_plain,
     "table_index": data.table_index,
     "server_fn": data.server_fn,
     "component_counter": app.component_counter,

@@ -100,7 +100,7 @@ def fn_arith(c: Ctx) -> Draft:
     name = f"{c.e.var}_{op}_{a.name}"
     body = Template(expr).substitute(a=a.name, b=b.name, k=k)
     pure = "@pure\n" if c.chance(0.3) else ""
-    pub = "pub " if c.chance(0.2) else ""
+    pub = "pub " if not pure and c.chance(0.2) else ""
     if c.chance(0.5):
         code = render("""
             ${pure}${pub}fn $name($a: int, $b: int) to int {
@@ -166,9 +166,9 @@ def fn_string(c: Ctx) -> Draft:
                 if len($a) <= $n {
                     return $a
                 }
-                return slice($a, 0, $n) + "..."
+                return slice($a, 0, $n) + "~"
             }""", name=name, a=s1.name, n=n)
-        what = f"shortens a {s1.words} to at most {n} characters, adding \"...\" when it cut something"
+        what = f"shortens a {s1.words} to at most {n} characters, adding \"~\" when it cut something"
     return Draft(code, f"a string function `{name}`", what, "function", 2)
 
 

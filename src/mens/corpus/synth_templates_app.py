@@ -108,7 +108,7 @@ def fragment(c: Ctx) -> Draft:
 def loading_view(c: Ctx) -> Draft:
     e = c.e
     text = c.pick(("Loading", "Fetching", "Please wait for", "Preparing", "Syncing")) + f" {e.plural_words}" + \
-        c.pick(("", "...", " now", ", almost there"))
+        c.pick(("", " now", ", almost there", " for you"))
     code = render("""
         @loading
         fn ${p}_loading() {

@@ -281,6 +281,16 @@ def table_mutation(c: Ctx) -> Draft:
     return Draft(code, f"{an(e.type_name)} `{e.type_name}` table and a mutation endpoint `{name}`", what, "mutation", 5)
 
 
+def table_plain(c: Ctx) -> Draft:
+    e, fields = c.e, c.fields(2, 5)
+    extra = c.pick(("tags: List[str]", "note: Option[str]", "created_at: int", "owner_id: str", ""))
+    sep = "," if c.chance(0.3) else ""
+    body = "\n".join(f"    {f.name}: {f.type}{sep}" for f in fields) + (f"\n    {extra}{sep}" if extra else "")
+    code = f"@table type {e.type_name} {{\n{body}\n}}\n"
+    listed = ", ".join(f.words for f in fields) + (f" and {extra.split(':')[0].replace('_', ' ')}" if extra else "")
+    return Draft(code, f"a database table `{e.type_name}`", f"stores {e.plural_words} with {listed}", "table", 2)
+
+
 def table_index(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(3, 5)
     cols = c.sample(fields, min(len(fields), c.num(1, 2)))
