@@ -1,0 +1,105 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from mens.corpus.mix import load_config, mix
+from mens.errors import MensError
+
+
+def rows(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def pairs(tag, n, lane="codegen"):
+    return [{"prompt": f"{tag} {i}", "response": f"r{i}", "lane": lane} for i in range(n)]
+
+
+@pytest.fixture
+def sources(write_jsonl):
+    write_jsonl("a.jsonl", pairs("a", 200))
+    write_jsonl("b.jsonl", pairs("b", 100, lane="docs_qa"))
+
+
+def config(tmp_path, text):
+    path = tmp_path / "mix.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_weights_shares_report_and_reproducibility(tmp_path, sources):
+    cfg = config(tmp_path, "sources:\n  - {path: a.jsonl, weight: 2.5}\n  - {path: b.jsonl, weight: 0.5}\n"
+                           "  - {path: c.jsonl, optional: true}\noutput: out/train.jsonl\nseed: 3\n")
+    report = mix(cfg)
+    out = tmp_path / "out" / "train.jsonl"
+    got = rows(out)
+    a = sum(r["prompt"].startswith("a") for r in got)
+    b = len(got) - a
+    assert 460 <= a <= 540 and 30 <= b <= 70  # 2.5 × 200 and 0.5 × 100, floor plus Bernoulli
+    # Each row of a appears 2 or 3 times, never another count.
+    counts = {}
+    for r in got:
+        counts[r["prompt"]] = counts.get(r["prompt"], 0) + 1
+    assert {v for k, v in counts.items() if k.startswith("a")} <= {2, 3}
+    saved = json.loads((tmp_path / "out" / "train.mix_report.json").read_text())
+    by_path = {Path(s["path"]).name: s for s in saved["sources"]}
+    assert by_path["a.jsonl"]["input_rows"] == 200 and by_path["a.jsonl"]["emitted_rows"] == a
+    assert by_path["a.jsonl"]["fingerprint"] and abs(by_path["b.jsonl"]["share"] - b / len(got)) < 1e-5
+    assert by_path["c.jsonl"]["skipped_reason"] == "missing (optional)" and by_path["c.jsonl"]["emitted_rows"] == 0
+    assert report.counts["output_rows"] == len(got)
+    first = out.read_bytes()
+    mix(cfg)
+    assert out.read_bytes() == first  # same seed, same bytes
+    cfg.write_text(cfg.read_text().replace("seed: 3", "seed: 4"))
+    mix(cfg)
+    assert out.read_bytes() != first
+
+
+def test_lanes_sample_rate_and_no_shuffle(tmp_path, sources):
+    cfg = config(tmp_path, "sources: [a.jsonl, {path: b.jsonl, sample_rate: 0.5}]\noutput: t.jsonl\n"
+                           "exclude_lanes: [codegen]\nshuffle: false\n")
+    mix(cfg)
+    got = rows(tmp_path / "t.jsonl")
+    assert all(r["lane"] == "docs_qa" for r in got) and 30 <= len(got) <= 70
+    assert [r["prompt"] for r in got] == sorted((r["prompt"] for r in got), key=lambda p: int(p.split()[1]))
+    cfg = config(tmp_path, "sources: [a.jsonl, b.jsonl]\noutput: t.jsonl\ninclude_lanes: [codegen]\n")
+    assert mix(cfg).counts["output_rows"] == 200
+
+
+def test_missing_source_fails_unless_allowed(tmp_path, sources, run_cli):
+    cfg = config(tmp_path, "sources: [a.jsonl, nope.jsonl]\noutput: t.jsonl\n")
+    code, _, err = run_cli("corpus", "mix", "--config", cfg)
+    assert code == 2 and "mix source not found" in err and "nope.jsonl" in err
+    assert not (tmp_path / "t.jsonl").exists()
+    code, _, _ = run_cli("corpus", "mix", "--config", cfg, "--allow-missing-sources")
+    assert code == 0 and len(rows(tmp_path / "t.jsonl")) == 200
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- just a list", "must be a mapping"),
+    ("sources: []\noutput: t.jsonl", "non-empty list"),
+    ("sources: [a.jsonl]", "'output'"),
+    ("sources: [{path: a.jsonl, weight: -1}]\noutput: t.jsonl", "'weight'"),
+    ("sources: [{path: a.jsonl, sample_rate: 2}]\noutput: t.jsonl", "'sample_rate'"),
+    ("sources: [{path: a.jsonl, color: red}]\noutput: t.jsonl", "unknown source key"),
+    ("sources: [a.jsonl]\noutput: t.jsonl\nseeed: 1", "unknown key"),
+    ("sources: [a.jsonl]\noutput: t.jsonl\nseed: x", "'seed'"),
+    ("sources: [{path: a.jsonl, record_format: csv}]\noutput: t.jsonl", "record_format"),
+    ("sources: [a.jsonl\n", "not valid YAML"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, sources, text, message):
+    with pytest.raises(MensError, match=message):
+        load_config(config(tmp_path, text))
+
+
+def test_malformed_rows_strict_by_default(tmp_path, write_jsonl, run_cli):
+    write_jsonl("a.jsonl", pairs("a", 3) + ['{"prompt": "x"}'])
+    cfg = config(tmp_path, "sources: [a.jsonl]\noutput: t.jsonl\n")
+    code, _, err = run_cli("corpus", "mix", "--config", cfg)
+    assert code == 2 and "a.jsonl:4" in err and not (tmp_path / "t.jsonl").exists()
+    code, _, _ = run_cli("corpus", "mix", "--config", cfg, "--lenient")
+    assert code == 0 and len(rows(tmp_path / "t.jsonl")) == 3
+    write_jsonl("alpaca.jsonl", [{"instruction": "i", "output": "o"}])
+    cfg = config(tmp_path, "sources: [{path: alpaca.jsonl, record_format: messages}]\noutput: t.jsonl\n")
+    with pytest.raises(MensError, match="record_format"):
+        mix(cfg)
