@@ -1,0 +1,222 @@
+"""Synthetic Vox data, the example docs and the held-out bench: everything parses with the real
+Vox pack, nothing repeats, the output is reproducible, and the bench never leaks into training."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mens.corpus import synth
+from mens.corpus.synth import SynthStats, code_of, generate, write_vox_tree
+from mens.corpus.synth_templates import Draft
+from mens.errors import MensError
+from mens.evaluate.contamination import normalise
+from mens.lang import get_pack
+from mens.records import Pair, read_pairs
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BENCH = EXAMPLES / "bench" / "vox_heldout.jsonl"
+DOCS = EXAMPLES / "docs"
+_VOX_BLOCK = re.compile(r"^```vox\n(.*?)^```", re.S | re.M)
+
+
+@pytest.fixture(scope="module")
+def pack():
+    return get_pack("vox")
+
+
+@pytest.fixture(scope="module")
+def batch(pack):
+    """3,000 pairs for seed 0, with the run's stats."""
+    stats = SynthStats()
+    return list(generate(3000, 0, stats=stats, pack=pack)), stats
+
+
+def _kinds(analysis) -> set[str]:
+    return {c.kind for c in analysis.constructs} | {t for c in analysis.constructs for t in c.tags}
+
+
+# ---------------------------------------------------------------- generate()
+
+def test_every_program_parses_and_is_the_kind_it_claims(batch, pack):
+    pairs, stats = batch
+    assert len(pairs) == 3000 and stats.kept == 3000 and not stats.exhausted
+    for pair in pairs:
+        analysis = pack.analyze(code_of(pair))
+        assert analysis.ok, (pair.source, analysis.error, code_of(pair))
+        assert pair.category in _kinds(analysis), (pair.source, pair.category, _kinds(analysis))
+        # The reference lexer silently drops stray characters; templates must not rely on that.
+        assert not analysis.warnings, (pair.source, analysis.warnings)
+
+
+def test_pairs_follow_the_contract(batch):
+    pairs, _ = batch
+    for pair in pairs[:300]:
+        row = pair.to_dict()
+        assert Pair.from_dict(json.loads(json.dumps(row))).to_dict() == row
+        assert row["lane"] == "codegen" and row["response_mode"] == "code_only"
+        assert row["rating"] == 3 and row["lang"] == "vox" and 1 <= row["difficulty"] <= 10
+        assert row["source"].startswith("synthetic:") and row["source"][10:] in synth.TEMPLATES
+        assert row["response"].startswith("```vox\n") and row["response"].endswith("```")
+        assert "Vox" in row["prompt"] and row["prompt"].rstrip().endswith(".")
+
+
+def test_no_duplicates_and_varied_prompts(batch, pack):
+    pairs, stats = batch
+    hashes = {pack.structural_hash(code_of(p)) for p in pairs}
+    assert len(hashes) == len(pairs)
+    prompts = {p.prompt for p in pairs}
+    assert len(prompts) > 0.95 * len(pairs)
+    # Several phrasings are used for the same kind of program.
+    openings = {p.prompt.split(" ")[0] for p in pairs if p.source == "synthetic:fn_guard"}
+    assert len(openings) >= 4
+    assert stats.drafts == stats.kept + stats.duplicates + stats.parse_failures
+
+
+def test_covers_the_whole_taxonomy(batch, pack):
+    pairs, stats = batch
+    categories = {p.category for p in pairs}
+    assert set(pack.taxonomy) <= categories | {"ai_function"}
+    assert {"ai_function", "component", "workflow", "query", "mutation", "test"} <= categories
+    # Templates are visited in rounds, so no construct is starved.
+    assert min(stats.by_category.values()) >= 3000 // len(synth.TEMPLATES) // 2
+
+
+def test_deterministic_for_a_seed(pack):
+    first = [p.to_dict() for p in generate(400, 11, pack=pack)]
+    again = [p.to_dict() for p in generate(400, 11, pack=pack)]
+    other = [p.to_dict() for p in generate(400, 12, pack=pack)]
+    assert first == again
+    assert first != other
+
+
+def test_ten_thousand_programs_are_fast(pack):
+    start = time.perf_counter()
+    stats = SynthStats()
+    n = sum(1 for _ in generate(10_000, 5, stats=stats, pack=pack))
+    elapsed = time.perf_counter() - start
+    assert n == 10_000 and stats.parse_failures == 0
+    assert elapsed < 30, f"10,000 programs took {elapsed:.1f} s"
+
+
+def test_drafts_that_do_not_parse_are_dropped_and_counted(monkeypatch, pack):
+    def retired_syntax(c) -> Draft:  # `@server` is a retired form the parser must reject
+        return Draft(f"@server fn s{c.num(0, 10**9)}() {{ }}\n", "a thing", "does nothing", "function", 1)
+
+    monkeypatch.setattr(synth, "TEMPLATES", {"fn_arith": synth.TEMPLATES["fn_arith"], "bad": retired_syntax})
+    stats = SynthStats()
+    pairs = list(generate(40, 3, stats=stats, pack=pack))
+    assert len(pairs) == 40 and all(p.source == "synthetic:fn_arith" for p in pairs)
+    assert stats.parse_failures >= 30 and stats.failures[0].startswith("bad: ")
+
+
+def test_stops_when_the_templates_run_dry(monkeypatch, pack):
+    monkeypatch.setattr(synth, "TEMPLATES", {"same": lambda c: Draft("fn one() to int {\n    return 1\n}\n",
+                                                                     "a function", "returns 1", "function", 1)})
+    stats = SynthStats()
+    assert len(list(generate(10, 0, stats=stats, pack=pack))) == 1
+    assert stats.exhausted and stats.duplicates > 0
+
+
+def test_negative_limit_is_a_user_error():
+    with pytest.raises(MensError):
+        list(generate(-1, 0))
+
+
+def test_generate_data_command_writes_valid_pairs(run_cli, tmp_path):
+    out = tmp_path / "synthetic.jsonl"
+    code, _, err = run_cli("generate-data", "--limit", "60", "--seed", "4", "-o", out)
+    assert code == 0, err
+    pairs, skipped = read_pairs(out)
+    assert len(pairs) == 60 and not skipped
+    assert [p.to_dict() for p in pairs] == [p.to_dict() for p in generate(60, 4)]
+
+
+def test_write_vox_tree(tmp_path, pack):
+    out = tmp_path / "tree"
+    assert write_vox_tree(out, 120, seed=2) == 120
+    files = sorted(out.rglob("*.vox"))
+    assert len(files) == 120 and len({f.parent.name for f in files}) > 5
+    for f in files[:40]:
+        text = f.read_text(encoding="utf-8")
+        meta = pack.metadata(text)
+        assert meta.get("training_eligible") in (True, "true") and meta.get("description")
+        assert pack.analyze(text).ok, f
+    assert sum("training_prompt" in pack.metadata(f.read_text()) for f in files) == 40
+
+
+# ---------------------------------------------------------------- examples/docs
+
+def _doc_pages():
+    pages = []
+    for path in sorted(DOCS.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        _, head, body = text.split("---\n", 2)
+        pages.append((path, yaml.safe_load(head), body))
+    return pages
+
+
+def test_docs_pages_have_frontmatter_and_prose():
+    pages = _doc_pages()
+    assert 8 <= len(pages) <= 12
+    for path, meta, body in pages:
+        assert meta["title"] and meta["description"], path
+        assert isinstance(meta["training_eligible"], bool), path
+        assert body.count("\n## ") >= 1 and len(body.split()) > 80, path
+    assert sum(not meta["training_eligible"] for _, meta, _ in pages) == 1
+
+
+def test_docs_code_blocks_parse_except_the_marked_one(pack):
+    blocks = skipped = 0
+    for path, _, body in _doc_pages():
+        for m in _VOX_BLOCK.finditer(body):
+            code = m.group(1)
+            if code.startswith("// vox:skip"):
+                skipped += 1
+                assert pack.metadata(code).get("skip") and not pack.analyze(code).ok, path
+                continue
+            blocks += 1
+            analysis = pack.analyze(code)
+            assert analysis.ok, (path.name, analysis.error, code)
+            assert not analysis.warnings, (path.name, analysis.warnings)
+    assert skipped == 1 and blocks >= 25
+
+
+# ---------------------------------------------------------------- examples/bench
+
+def _bench():
+    return [json.loads(line) for line in BENCH.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_bench_is_well_formed_and_broad(pack):
+    from mens.evaluate.bench import load_tasks
+
+    tasks = _bench()
+    assert len(tasks) >= 45 and len(load_tasks(BENCH)) == len(tasks)
+    assert len({t["id"] for t in tasks}) == len(tasks)
+    assert len({t["category"] for t in tasks}) >= 20
+    assert {t["category"] for t in tasks} <= set(pack.taxonomy) | {"ai_function"}
+    for t in tasks:
+        assert set(t) >= {"id", "category", "prompt", "expect_contains", "context_files"}
+        assert 1 <= len(t["expect_contains"]) <= 4 and t["context_files"] == []
+        # Fair needles: the reference solution parses, is of the task's kind and holds them all.
+        analysis = pack.analyze(t["reference"])
+        assert analysis.ok, (t["id"], analysis.error)
+        assert t["category"] in _kinds(analysis), t["id"]
+        assert all(n in t["reference"] for n in t["expect_contains"]), t["id"]
+
+
+def test_bench_does_not_leak_into_synthetic_data(pack):
+    tasks = _bench()
+    bench_prompts = [normalise(t["prompt"]) for t in tasks]
+    bench_hashes = {pack.structural_hash(t["reference"]) for t in tasks}
+    for seed in (0, 1, 2):
+        for pair in generate(2000, seed, pack=pack):
+            prompt = normalise(pair.prompt)
+            assert not any(b == prompt or b in prompt for b in bench_prompts), pair.prompt
+            assert pack.structural_hash(code_of(pair)) not in bench_hashes, pair.source
