@@ -50,6 +50,22 @@ def fence(code: str, pack: LanguagePack) -> str:
     return f"{marker}{tag}\n{code.rstrip()}\n{marker}"
 
 
+def strip_header(code: str, pack: LanguagePack) -> str:
+    """A whole file without its leading comment block (licence lines, metadata frontmatter, a
+    training prompt), which would only teach the model to echo them. The comment lines directly
+    above the first code line (no blank line between) are its doc comment and stay."""
+    lines = code.split("\n")
+    prefixes = tuple(pack.comment_prefixes)
+    first = next((i for i, line in enumerate(lines)
+                  if line.strip() and not (prefixes and line.lstrip().startswith(prefixes))), None)
+    if not prefixes or first is None:
+        return code
+    start = first
+    while start > 0 and lines[start - 1].strip() and lines[start - 1].lstrip().startswith(prefixes):
+        start -= 1
+    return "\n".join(lines[start:])
+
+
 def rating(unit: Unit) -> int:
     meta = unit.frontmatter or {}
     status = str(meta.get("status", "")).lower()
@@ -118,7 +134,8 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
             rows.append(dict(prompt=prompt, response=unit.code, **_base(unit, pack, "docs", "docs_qa", "prose_only")))
             report.counts["pairs_docs_prose"] += 1
             continue
-        answer = fence(unit.code, pack)
+        code = strip_header(unit.code, pack) if unit.kind == "file" else unit.code
+        answer = fence(code, pack)
         if unit.kind == "file":
             prompt = file_prompt(unit, lang, rng)
             report.counts["pairs_file"] += 1
@@ -130,8 +147,8 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
             prompt = doc_code_prompt(unit, lang, rng)
             report.counts["pairs_docs_code"] += 1
         rows.append(dict(prompt=prompt, response=answer, **_base(unit, pack, unit.construct, "codegen", "code_only")))
-        if error_correction and unit.kind in ("file", "doc_code") and len(unit.code) <= MAX_MUTATE_CHARS:
-            broken = mutate(unit.code, pack, rng, unit.script)
+        if error_correction and unit.kind in ("file", "doc_code") and len(code) <= MAX_MUTATE_CHARS:
+            broken = mutate(code, pack, rng, unit.script)
             if broken is None:
                 report.counts["error_correction_no_mutation"] += 1
             else:

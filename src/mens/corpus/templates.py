@@ -52,9 +52,10 @@ DOC_CODE_TEMPLATES = (
     "Write {lang} code that illustrates \"{heading}\".",
 )
 PROSE_TEMPLATES = (
-    "Explain {heading} in {lang}.",
-    "What does the {lang} documentation say about {heading}?",
-    "Describe {heading}.",
+    "Explain \"{heading}\" in {lang}.",
+    "What does the {lang} documentation say under \"{heading}\"?",
+    "In {lang}, what should I know about \"{heading}\"?",
+    "Describe \"{heading}\"{page}.",
 )
 FIX_TEMPLATES = (
     "This {lang} code does not parse:\n\n{code}\n\nThe parser reports `{error}`. Fix it.",
@@ -124,8 +125,9 @@ def doc_code_prompt(unit: Unit, lang: str, rng: random.Random) -> str:
 
 def prose_prompt(unit: Unit, lang: str, rng: random.Random) -> str:
     heading = (unit.heading or "this topic").strip()
-    templates = PROSE_TEMPLATES if lang else PROSE_TEMPLATES[2:]
-    return rng.choice(templates).format(heading=heading, lang=lang)
+    page = f" (from the {unit.context.strip()} docs)" if unit.context and unit.context.strip() != heading else ""
+    templates = PROSE_TEMPLATES if lang else PROSE_TEMPLATES[3:]
+    return rng.choice(templates).format(heading=heading, lang=lang, page=page)
 
 
 def fix_prompt(broken: str, error: str, pack: LanguagePack, lang: str, rng: random.Random) -> str:
