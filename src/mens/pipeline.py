@@ -1,0 +1,269 @@
+"""`mens pipeline`: run the stages in order, skipping each one whose inputs are unchanged.
+
+    extract → pairs → validate → generate-data → mix → eval → train-scratch-base → train
+            → bench → gate → card → report
+
+Each stage declares its input paths, its parameters, the language packs it depends on and its
+outputs (`mens.pipeline_stages`). Before running a stage the engine fingerprints the inputs'
+contents, the parameters and the packs' `fingerprint()`; when all of these equal what
+`<work dir>/pipeline_state.json` recorded after the stage last succeeded, and the outputs still
+exist, the stage is skipped and says so. Otherwise it runs, and the reason is shown (no previous
+run, which input changed, a config or grammar change, a missing output). So a change to the
+Vox grammar re-runs extract and everything whose inputs then change; a touched source file
+re-runs extract, and downstream stages re-run only if their inputs really changed.
+
+The first failing stage stops the run with its message. A blocking gate failure is the one
+exception: card and report still render (they show why), then the pipeline exits 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mens.errors import GateFailure, MensError
+from mens.records import write_json_atomic
+
+STATE_NAME = "pipeline_state.json"
+# Files above this size are fingerprinted by size and mtime, not content: hashing a multi-GB
+# base model on every pipeline run would cost more than most stages.
+CONTENT_HASH_LIMIT = 64 << 20
+
+
+@dataclass
+class Stage:
+    """One step of the pipeline. `run(ctx)` does the work and returns key figures."""
+
+    name: str
+    inputs: Callable[["Context"], list[Path]]
+    outputs: Callable[["Context"], list[Path]]
+    run: Callable[["Context"], dict[str, Any]]
+    params: Callable[["Context"], dict[str, Any]] = lambda ctx: {}
+    packs: Callable[["Context"], list[str]] = lambda ctx: []
+    needed: Callable[["Context"], str | None] = lambda ctx: None   # a reason not to run, or None
+    help: str = ""
+
+
+@dataclass
+class Context:
+    """The resolved pipeline config plus helpers shared by the stages."""
+
+    config: dict[str, Any]
+    base_dir: Path                      # relative paths in the config are relative to this
+    work: Path
+    model: str | None = None            # --model: fine-tune this instead of the scratch base
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def section(self, name: str) -> dict[str, Any]:
+        value = self.config.get(name) or {}
+        if not isinstance(value, dict):
+            raise MensError(f"'{name}' must be a mapping", "pipeline config", "see examples/pipeline.yaml")
+        return value
+
+    def path(self, value: str | Path) -> Path:
+        """A config path: `{work_dir}` expanded, relative ones resolved against the config's folder."""
+        text = str(value).replace("{work_dir}", str(self.work))
+        p = Path(os.path.expanduser(text))
+        return p if p.is_absolute() else (self.base_dir / p)
+
+
+@dataclass
+class StageOutcome:
+    name: str
+    status: str            # ran | skipped | not needed | failed | planned
+    reason: str
+    seconds: float = 0.0
+    figures: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+# ---------------------------------------------------------------- fingerprints
+
+def _file_sig(path: Path) -> str:
+    st = path.stat()
+    if st.st_size > CONTENT_HASH_LIMIT:
+        return f"size={st.st_size},mtime={st.st_mtime_ns}"
+    from mens.corpus.fingerprint import file_hash
+
+    return file_hash(path)
+
+
+def input_signatures(paths: list[Path]) -> dict[str, str]:
+    """path → content hash for every file (directories walked, dot-files skipped)."""
+    sigs: dict[str, str] = {}
+    for p in paths:
+        if p.is_dir():
+            for f in sorted(x for x in p.rglob("*") if x.is_file()):
+                if not any(part.startswith(".") for part in f.relative_to(p).parts):
+                    sigs[str(f)] = _file_sig(f)
+        elif p.is_file():
+            sigs[str(p)] = _file_sig(p)
+        else:
+            sigs[str(p)] = "missing"
+    return sigs
+
+
+def pack_signatures(names: list[str]) -> dict[str, str]:
+    from mens.lang import get_pack
+
+    return {n: get_pack(n).fingerprint() for n in names}
+
+
+def fingerprint(ctx: Context, stage: Stage) -> dict[str, Any]:
+    block = {"inputs": input_signatures(stage.inputs(ctx)), "params": stage.params(ctx),
+             "packs": pack_signatures(stage.packs(ctx))}
+    block["digest"] = hashlib.sha256(json.dumps(block, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return block
+
+
+def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
+    """Why a stage must run, or None when its fingerprint matches and its outputs exist."""
+    if not old or "fingerprint" not in old:
+        return "no previous run"
+    prev = old["fingerprint"]
+    if prev.get("packs") != new["packs"]:
+        changed = [n for n in new["packs"] if prev.get("packs", {}).get(n) != new["packs"][n]]
+        return f"language pack changed: {', '.join(changed) or 'set of packs'}"
+    if prev.get("params") != new["params"]:
+        keys = sorted(k for k in set(prev.get("params", {})) | set(new["params"])
+                      if prev.get("params", {}).get(k) != new["params"].get(k))
+        return f"config changed: {', '.join(keys)}"
+    if prev.get("inputs") != new["inputs"]:
+        old_in, new_in = prev.get("inputs", {}), new["inputs"]
+        changed = [p for p in new_in if old_in.get(p) != new_in[p]] + [p for p in old_in if p not in new_in]
+        shown = ", ".join(Path(p).name for p in changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
+        return f"input changed: {shown}"
+    missing = [p for p in outputs if not p.exists()]
+    if missing:
+        return f"output missing: {missing[0].name}"
+    return None
+
+
+# ---------------------------------------------------------------- state
+
+def load_state(work: Path) -> dict[str, Any]:
+    path = work / STATE_NAME
+    if not path.is_file():
+        return {"stages": {}}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {"stages": {}}  # a damaged state only costs a full re-run
+    return state if isinstance(state.get("stages"), dict) else {"stages": {}}
+
+
+def save_state(work: Path, state: dict[str, Any]) -> None:
+    write_json_atomic(work / STATE_NAME, state)
+
+
+# ---------------------------------------------------------------- config
+
+def load_config(path: str | Path, model: str | None = None) -> Context:
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise MensError("pipeline config not found", str(path), "give --config examples/pipeline.yaml")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise MensError(f"pipeline config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix it") from None
+    if not isinstance(config, dict):
+        raise MensError("pipeline config must be a mapping", str(path), "see examples/pipeline.yaml")
+    base = path.resolve().parent
+    work = Path(str(config.get("work_dir") or "out/pipeline"))
+    work = work if work.is_absolute() else base / work
+    return Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+
+
+def select(stages: list[Stage], names: str | None) -> list[Stage]:
+    if not names:
+        return stages
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = {s.name for s in stages}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise MensError(f"unknown stage(s): {', '.join(unknown)}", "--stages",
+                        f"choose from {', '.join(s.name for s in stages)}")
+    return [s for s in stages if s.name in wanted]
+
+
+# ---------------------------------------------------------------- the run
+
+def run_pipeline(ctx: Context, stages: list[Stage], *, dry_run: bool = False,
+                 on_stage: Callable[[StageOutcome], None] | None = None) -> list[StageOutcome]:
+    """Run (or, dry, plan) the stages in order. Returns one outcome per stage; raises the first
+    failure's error after recording it (GateFailure from the gate only after card and report)."""
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    state = load_state(ctx.work)
+    outcomes: list[StageOutcome] = []
+    gate_failure: GateFailure | None = None
+    upstream_runs = False  # dry run: once a stage would run, downstream inputs are not yet known
+    for stage in stages:
+        skip_reason = stage.needed(ctx)
+        if skip_reason:
+            outcome = StageOutcome(stage.name, "not needed", skip_reason)
+            _emit(outcomes, outcome, on_stage)
+            continue
+        old = state["stages"].get(stage.name)
+        fp = fingerprint(ctx, stage)
+        reason = why_run(old, fp, stage.outputs(ctx))
+        if reason is None and not (dry_run and upstream_runs):
+            ctx.figures[stage.name] = old.get("figures", {})
+            _emit(outcomes, StageOutcome(stage.name, "skipped", "unchanged", 0.0, old.get("figures", {})), on_stage)
+            continue
+        if dry_run:
+            reason = reason or "may run: an earlier stage runs first"
+            upstream_runs = True
+            _emit(outcomes, StageOutcome(stage.name, "planned", reason), on_stage)
+            continue
+        started = time.time()
+        try:
+            figures = stage.run(ctx) or {}
+        except GateFailure as exc:
+            if stage.name != "gate":
+                _emit(outcomes, StageOutcome(stage.name, "failed", reason, time.time() - started, error=str(exc)), on_stage)
+                raise
+            gate_failure, figures = exc, getattr(exc, "figures", {})
+        except MensError as exc:
+            _emit(outcomes, StageOutcome(stage.name, "failed", reason, time.time() - started, error=exc.format()), on_stage)
+            raise
+        except Exception as exc:
+            _emit(outcomes, StageOutcome(stage.name, "failed", reason, time.time() - started,
+                                         error=f"{type(exc).__name__}: {exc}"), on_stage)
+            raise
+        seconds = time.time() - started
+        ctx.figures[stage.name] = figures
+        status = "failed" if gate_failure is not None and stage.name == "gate" else "ran"
+        entry = {"fingerprint": fp, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "seconds": round(seconds, 2), "figures": figures}
+        if status == "ran":
+            state["stages"][stage.name] = entry
+        else:
+            state["stages"].pop(stage.name, None)  # a failed gate re-runs next time
+        save_state(ctx.work, state)
+        _emit(outcomes, StageOutcome(stage.name, status, reason, seconds, figures,
+                                     error=str(gate_failure) if status == "failed" else None), on_stage)
+    if gate_failure is not None:
+        raise gate_failure
+    return outcomes
+
+
+def _emit(outcomes: list[StageOutcome], outcome: StageOutcome, on_stage) -> None:
+    outcomes.append(outcome)
+    if on_stage:
+        on_stage(outcome)
+
+
+def format_figures(figures: dict[str, Any]) -> str:
+    parts = []
+    for k, v in figures.items():
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        parts.append(f"{k} {v}")
+    return ", ".join(parts)

@@ -1,0 +1,72 @@
+"""`mens pipeline`: the whole job in one command, with a summary table at the end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("pipeline", help="run corpus → train → bench → gate → card → report, skipping unchanged stages",
+                       description="Run the stages in order (extract, pairs, validate, generate-data, mix, eval, "
+                       "train-scratch-base, train, bench, gate, card, report). A stage whose inputs, config and "
+                       "language-pack fingerprints are unchanged since its last run is skipped; the state is "
+                       "in WORK_DIR/pipeline_state.json.")
+    p.add_argument("--config", type=Path, default=Path("pipeline.yaml"),
+                   help="pipeline YAML (default ./pipeline.yaml; see examples/pipeline.yaml)")
+    p.add_argument("--stages", help="comma-separated subset of stages to run, e.g. bench,gate,card")
+    p.add_argument("--dry-run", action="store_true", help="show what would run and why, run nothing")
+    p.add_argument("--model", help="fine-tune this model (path or hub id) instead of training a scratch base")
+    p.set_defaults(func=_pipeline)
+
+
+def _pipeline(args) -> int:
+    from mens.errors import GateFailure, MensError
+    from mens.pipeline import load_config, run_pipeline, select
+    from mens.pipeline_stages import STAGES
+
+    if not args.config.is_file() and args.config == Path("pipeline.yaml"):
+        raise MensError("no pipeline.yaml here", str(Path.cwd()), "pass --config examples/pipeline.yaml")
+    ctx = load_config(args.config, model=args.model)
+    stages = select(STAGES, args.stages)
+    outcomes = []
+
+    def show(o) -> None:
+        outcomes.append(o)
+        line = {"ran": f"done in {o.seconds:.1f}s", "skipped": "skipped (unchanged)", "planned": f"would run: {o.reason}",
+                "not needed": f"not needed: {o.reason}", "failed": f"FAILED: {o.error}"}[o.status]
+        if o.status == "ran":
+            line += f" ({o.reason})"
+        print(f"[{o.name}] {line}", file=sys.stderr, flush=True)
+
+    try:
+        run_pipeline(ctx, stages, dry_run=args.dry_run, on_stage=show)
+    except (GateFailure, MensError):
+        _summary(ctx, outcomes, args.dry_run)
+        raise
+    _summary(ctx, outcomes, args.dry_run)
+    return 0
+
+
+def _summary(ctx, outcomes, dry_run: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mens.pipeline import format_figures
+
+    console = Console(soft_wrap=False, width=max(110, Console().width))
+    table = Table(title="mens pipeline" + (" (dry run)" if dry_run else ""), title_justify="left")
+    for col in ("stage", "status", "time", "key figures / reason"):
+        table.add_column(col, no_wrap=col != "key figures / reason")
+    styles = {"ran": "green", "skipped": "dim", "planned": "yellow", "not needed": "dim", "failed": "bold red"}
+    for o in outcomes:
+        detail = o.error if o.status == "failed" and o.error else (
+            format_figures(o.figures) if o.figures and o.status in ("ran", "skipped") else o.reason)
+        if o.status == "failed" and o.figures:
+            detail = f"{format_figures(o.figures)} — {o.error}"
+        table.add_row(o.name, f"[{styles[o.status]}]{o.status}[/]", f"{o.seconds:.1f}s" if o.seconds else "—", detail)
+    console.print(table)
+    run = ctx.work / "run"
+    if not dry_run and (run / "training_manifest.json").is_file():
+        console.print(f"Results: {run}/  (MODEL_CARD.md, report.html, benchmark_results.json, gate_receipt.json)")
+        console.print(f"Serve the model:  mens serve {run}")

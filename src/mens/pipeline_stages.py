@@ -1,0 +1,284 @@
+"""The stages of `mens pipeline`: what each reads, writes and depends on, and the call that does
+the work. Each `run` calls the stage's own Python function (the same one its CLI command wraps)
+and returns a few key figures for the summary table.
+
+Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
+
+    corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
+    data/mix.yaml  train.jsonl (+ mix report)  eval_results.json
+    base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
+    telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mens.errors import GateFailure, MensError
+from mens.pipeline import Context, Stage
+
+RESULT_FILES = {"benchmark_results.json", "gate_receipt.json", "eval_results.json", "MODEL_CARD.md",
+                "report.html", "telemetry.jsonl"}
+
+
+def _p(ctx: Context, *parts: str) -> Path:
+    return ctx.work.joinpath(*parts)
+
+
+def _langs(ctx: Context) -> list[str]:
+    return list(ctx.section("corpus").get("langs") or [])
+
+
+def _all_packs(ctx: Context) -> list[str]:
+    from mens.lang import builtin_names
+
+    return builtin_names() + [n for n in _langs(ctx) if n not in builtin_names()]
+
+
+# ---------------------------------------------------------------- corpus
+
+def _sources(ctx: Context) -> list[Path]:
+    sources = ctx.section("corpus").get("sources") or []
+    if not sources:
+        raise MensError("no corpus sources", "pipeline config: corpus.sources", "list source and docs folders")
+    return [ctx.path(s) for s in sources]
+
+
+def _extract(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.extract import extract
+
+    rep = extract(_sources(ctx), _p(ctx, "corpus", "units.jsonl"), langs=_langs(ctx))
+    return {"units": rep.counts["units"], "files": rep.counts["files_used"]}
+
+
+def _pairs(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.pairs import make_pairs
+
+    rep = make_pairs(_p(ctx, "corpus", "units.jsonl"), _p(ctx, "corpus", "pairs.jsonl"),
+                     seed=int(ctx.config.get("seed", 0)))
+    return {"pairs": rep.counts["pairs"]}
+
+
+def _validate(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.validate import validate
+
+    rep = validate(_p(ctx, "corpus", "pairs.jsonl"), _p(ctx, "corpus", "pairs.valid.jsonl"),
+                   quarantine=_p(ctx, "corpus", "quarantine.jsonl"))
+    return {"kept": rep.counts["kept"], "rejected": rep.counts["rejected"]}
+
+
+def _gen_params(ctx: Context) -> dict[str, Any]:
+    sec = ctx.section("generate_data")
+    return {"count": int(sec.get("count", 0)), "seed": int(sec.get("seed", ctx.config.get("seed", 0)))}
+
+
+def _generate(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.synth import SynthStats, generate
+    from mens.records import write_jsonl_atomic
+
+    p = _gen_params(ctx)
+    stats = SynthStats()
+    n = write_jsonl_atomic(_p(ctx, "corpus", "synthetic.jsonl"), generate(p["count"], p["seed"], stats=stats))
+    return {"rows": n}
+
+
+# ---------------------------------------------------------------- data
+
+def _mix_sources(ctx: Context) -> list[dict[str, Any]]:
+    sec = ctx.section("mix")
+    sources = sec.get("sources") or [{"path": "{work_dir}/corpus/pairs.valid.jsonl"},
+                                     {"path": "{work_dir}/corpus/synthetic.jsonl", "optional": True}]
+    out = []
+    for src in sources:
+        src = {"path": src} if isinstance(src, str) else dict(src)
+        src["path"] = str(ctx.path(src["path"]).resolve())
+        out.append(src)
+    return out
+
+
+def _mix_params(ctx: Context) -> dict[str, Any]:
+    sec = dict(ctx.section("mix"))
+    sec["sources"] = _mix_sources(ctx)
+    sec.setdefault("seed", int(ctx.config.get("seed", 0)))
+    return sec
+
+
+def _mix(ctx: Context) -> dict[str, Any]:
+    import yaml
+
+    from mens.corpus.mix import mix
+    from mens.records import write_text_atomic
+
+    cfg = {k: v for k, v in _mix_params(ctx).items()}
+    cfg["output"] = str(_p(ctx, "data", "train.jsonl").resolve())
+    config_path = _p(ctx, "data", "mix.yaml")
+    write_text_atomic(config_path, "# written by mens pipeline from the `mix` section of its config\n"
+                      + yaml.safe_dump(cfg, sort_keys=False))
+    rep = mix(config_path)
+    return {"rows": rep.counts.get("output_rows", rep.counts.get("rows", sum(
+        s.get("emitted_rows", 0) for s in rep.extra.get("sources", []))))}
+
+
+def _eval(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.evaluate import evaluate
+
+    res = evaluate(_p(ctx, "data", "train.jsonl"), _p(ctx, "data", "eval_results.json"))
+    return {"parse_rate": res["parse_rate"], "coverage_pct": res["construct_coverage_pct"]}
+
+
+# ---------------------------------------------------------------- training
+
+def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    flags = dict(defaults)
+    flags.update(ctx.section(section))
+    flags.setdefault("seed", int(ctx.config.get("seed", 0)))
+    return flags
+
+
+def _scratch_params(ctx: Context) -> dict[str, Any]:
+    return _train_flags(ctx, "scratch", {"backend": "scratch", "preset": "tiny"})
+
+
+def _base_source(ctx: Context) -> str:
+    """The model the fine-tune starts from: --model, else the scratch base."""
+    return ctx.model if ctx.model else str(_p(ctx, "base"))
+
+
+def _train_params(ctx: Context) -> dict[str, Any]:
+    return {**_train_flags(ctx, "train", {"backend": "qlora", "preset": "tiny"}), "model": _base_source(ctx)}
+
+
+def _base_inputs(ctx: Context) -> list[Path]:
+    p = Path(os.path.expanduser(_base_source(ctx)))
+    return [p] if ctx.model is None or p.exists() else []  # a hub id: its name is in the params
+
+
+def _run_train(ctx: Context, flags: dict[str, Any], out: Path) -> dict[str, Any]:
+    from mens.train.config import resolve_config
+    from mens.train.loop import train
+
+    flags = {**flags, "data_dir": str(_p(ctx, "data")), "output_dir": str(out)}
+    cfg = resolve_config(flags)
+    # The pipeline decided this run is stale; a resume would continue the old trajectory.
+    outcome = train(cfg, force_restart=True)
+    if outcome.status != "completed":
+        raise MensError(f"training ended with status {outcome.status}", str(out), "re-run the pipeline to resume")
+    return {"steps": outcome.steps, "final_loss": outcome.final_loss, "val_loss": outcome.val_loss}
+
+
+def _scratch(ctx: Context) -> dict[str, Any]:
+    return _run_train(ctx, _scratch_params(ctx), _p(ctx, "base"))
+
+
+def _train(ctx: Context) -> dict[str, Any]:
+    return _run_train(ctx, _train_params(ctx), _p(ctx, "run"))
+
+
+def _model_files(run: Path) -> list[Path]:
+    """What a run's model is made of (not the results later stages add to the run dir)."""
+    if not run.is_dir():
+        return [run]
+    return sorted(f for f in run.iterdir() if f.is_file() and f.name not in RESULT_FILES and not f.name.startswith("."))
+
+
+# ---------------------------------------------------------------- evaluation
+
+def _bench_params(ctx: Context) -> dict[str, Any]:
+    sec = ctx.section("bench")
+    return {"k": int(sec.get("k", 1)), "samples": sec.get("samples"), "temperature": float(sec.get("temperature", 0.0)),
+            "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
+            "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
+            "path": str(sec.get("path", "bench"))}
+
+
+def _bench(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.bench import run_bench
+
+    p = _bench_params(ctx)
+    res = run_bench(_p(ctx, "run"), ctx.path(p["path"]), k=p["k"], n=p["samples"], temperature=p["temperature"],
+                    seed=p["seed"], limit=p["limit"], max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"],
+                    out=_p(ctx, "run", "benchmark_results.json"), train_data=[_p(ctx, "data", "train.jsonl")])
+    figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
+    if res.get("contamination", {}).get("contaminated"):
+        figures["contaminated"] = len(res["contamination"]["contaminated"])
+    return figures
+
+
+def _policy(ctx: Context) -> Path:
+    return ctx.path(ctx.section("gate").get("policy", "gates.yaml"))
+
+
+def _gate(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.gates import run_gates
+    from mens.records import atomic_path
+
+    run = _p(ctx, "run")
+    # The run dir carries its own eval results, so gate, card and report read one folder.
+    with atomic_path(run / "eval_results.json") as tmp:
+        shutil.copyfile(_p(ctx, "data", "eval_results.json"), tmp)
+    receipt = run_gates(run, _policy(ctx))
+    figures = {"passed": receipt["passed"], "warnings": len(receipt["warnings"])}
+    if not receipt["passed"]:
+        exc = GateFailure(f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")
+        exc.figures = figures
+        raise exc
+    return figures
+
+
+def _card(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.card import write_card
+
+    return {"card": str(write_card(_p(ctx, "run")))}
+
+
+def _report(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.report import write_report
+
+    return {"report": str(write_report(_p(ctx, "run")))}
+
+
+def _run_results(ctx: Context, *names: str) -> list[Path]:
+    return [_p(ctx, "run", n) for n in names]
+
+
+STAGES: list[Stage] = [
+    Stage("extract", inputs=_sources, outputs=lambda c: [_p(c, "corpus", "units.jsonl")], run=_extract,
+          params=lambda c: {"langs": _langs(c)}, packs=_all_packs,
+          help="split sources and docs into units (language packs)"),
+    Stage("pairs", inputs=lambda c: [_p(c, "corpus", "units.jsonl")], outputs=lambda c: [_p(c, "corpus", "pairs.jsonl")],
+          run=_pairs, params=lambda c: {"seed": int(c.config.get("seed", 0))}, help="units → instruction pairs"),
+    Stage("validate", inputs=lambda c: [_p(c, "corpus", "pairs.jsonl")],
+          outputs=lambda c: [_p(c, "corpus", "pairs.valid.jsonl")], run=_validate, packs=_all_packs,
+          help="parse, dedupe, quarantine"),
+    Stage("generate-data", inputs=lambda c: [], outputs=lambda c: [_p(c, "corpus", "synthetic.jsonl")], run=_generate,
+          params=_gen_params, packs=lambda c: ["vox"],
+          needed=lambda c: None if _gen_params(c)["count"] > 0 else "generate_data.count is 0",
+          help="synthetic Vox pairs that parse"),
+    Stage("mix", inputs=lambda c: [Path(s["path"]) for s in _mix_sources(c)],
+          outputs=lambda c: [_p(c, "data", "train.jsonl")], run=_mix, params=_mix_params, help="weighted mix → train.jsonl"),
+    Stage("eval", inputs=lambda c: [_p(c, "data", "train.jsonl")], outputs=lambda c: [_p(c, "data", "eval_results.json")],
+          run=_eval, packs=_all_packs, help="corpus parse rate and coverage"),
+    Stage("train-scratch-base", inputs=lambda c: [_p(c, "data", "train.jsonl")],
+          outputs=lambda c: [_p(c, "base", "config.json")], run=_scratch, params=_scratch_params,
+          needed=lambda c: f"--model {c.model} is fine-tuned instead" if c.model else None,
+          help="tiny model from scratch (VoxTokenizer)"),
+    Stage("train", inputs=lambda c: [_p(c, "data", "train.jsonl"), *_base_inputs(c)],
+          outputs=lambda c: [_p(c, "run", "training_manifest.json")], run=_train, params=_train_params,
+          help="QLoRA fine-tune of the base"),
+    Stage("bench", inputs=lambda c: [*_model_files(_p(c, "run")), c.path(_bench_params(c)["path"]), *_base_inputs(c)],
+          outputs=lambda c: _run_results(c, "benchmark_results.json"), run=_bench, params=_bench_params,
+          packs=_all_packs, help="held-out bench pass@k"),
+    Stage("gate", inputs=lambda c: [_p(c, "data", "eval_results.json"), _policy(c),
+                                    *_run_results(c, "training_manifest.json", "telemetry.jsonl", "benchmark_results.json")],
+          outputs=lambda c: _run_results(c, "gate_receipt.json", "eval_results.json"), run=_gate,
+          help="promotion gates"),
+    Stage("card", inputs=lambda c: _run_results(c, "training_manifest.json", "eval_results.json",
+                                                "benchmark_results.json", "gate_receipt.json"),
+          outputs=lambda c: _run_results(c, "MODEL_CARD.md"), run=_card, help="MODEL_CARD.md"),
+    Stage("report", inputs=lambda c: _run_results(c, "training_manifest.json", "telemetry.jsonl", "eval_results.json",
+                                                  "benchmark_results.json", "gate_receipt.json"),
+          outputs=lambda c: _run_results(c, "report.html"), run=_report, help="HTML report"),
+]

@@ -1,0 +1,133 @@
+"""`mens pipeline` on a small config: runs everything, reruns skipping everything, re-runs extract
+and what depends on it after a source changes, plans with --dry-run, stops at a failure."""
+
+import json
+import pytest
+import yaml
+
+from conftest import EXAMPLES
+
+VOX_A = """type Shape =
+    | Circle(r: int)
+    | Rect(w: int, h: int)
+
+/// Area of a shape.
+fn area(s: Shape) to int {
+    match s {
+        Circle(r) => 3 * r * r
+        Rect(w, h) => w * h
+    }
+}
+"""
+VOX_B = """@table type Note {
+    title: str
+    body: str
+}
+
+fn add(a: int, b: int) to int {
+    return a + b
+}
+"""
+BENCH = [{"id": "b1", "category": "function", "prompt": "Write a Vox function that adds two ints.",
+          "expect_contains": ["fn"], "context_files": []},
+         {"id": "b2", "category": "type", "prompt": "Define a Vox ADT for shapes.",
+          "expect_contains": ["type"], "context_files": []}]
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "shapes.vox").write_text(VOX_A)
+    (tmp_path / "src" / "notes.vox").write_text(VOX_B)
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(b) + "\n" for b in BENCH))
+    # Two optimizer steps need not lower the loss: only parse rate and a finite loss block here.
+    policy = yaml.safe_load((EXAMPLES / "gates.yaml").read_text())
+    for gate in policy["gates"]:
+        gate["blocking"] = gate["metric"] in ("eval.parse_rate", "train.final_loss")
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump(policy))
+    config = {
+        "work_dir": "work", "seed": 0,
+        "corpus": {"sources": ["src"]},
+        "generate_data": {"count": 30},
+        "scratch": {"scratch_shape": "tiny", "max_steps": 3, "seq_len": 128, "eval_interval": 0, "save_interval": 0},
+        "train": {"max_steps": 2, "seq_len": 128, "eval_interval": 0, "save_interval": 0},
+        "bench": {"path": "bench.jsonl", "max_new_tokens": 8},
+        "gate": {"policy": "gates.yaml"},
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(config))
+    return tmp_path
+
+
+STAGE_NAMES = ["extract", "pairs", "validate", "generate-data", "mix", "eval", "train-scratch-base", "train",
+               "bench", "gate", "card", "report"]
+
+
+def _stages(err: str) -> dict[str, str]:
+    """`[stage] status …` progress lines → {stage: first word of the status}."""
+    out = {}
+    for line in err.splitlines():
+        if line.startswith("[") and "] " in line:
+            name, rest = line[1:].split("] ", 1)
+            if name in STAGE_NAMES:
+                out[name] = rest.split()[0]
+    return out
+
+
+def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli):
+    cfg = project / "pipeline.yaml"
+    code, out, err = run_cli("pipeline", "--config", cfg)
+    assert code == 0, err
+    assert set(_stages(err).values()) == {"done"}, err
+    run = project / "work" / "run"
+    for name in ("adapter_config.json", "adapter_model.safetensors", "training_manifest.json", "telemetry.jsonl",
+                 "eval_results.json", "benchmark_results.json", "gate_receipt.json", "MODEL_CARD.md", "report.html"):
+        assert (run / name).is_file(), name
+    assert json.loads((run / "gate_receipt.json").read_text())["passed"] is True
+    assert f"mens serve {run}" in out
+    state = json.loads((project / "work" / "pipeline_state.json").read_text())
+    assert list(state["stages"]) == STAGE_NAMES
+
+    code, out, err = run_cli("pipeline", "--config", cfg)
+    assert code == 0 and set(_stages(err).values()) == {"skipped"}, err
+
+    with (project / "src" / "notes.vox").open("a") as fh:
+        fh.write("\nfn sub(a: int, b: int) to int {\n    return a - b\n}\n")
+    code, out, err = run_cli("pipeline", "--config", cfg, "--dry-run")
+    plan = _stages(err)
+    assert code == 0 and plan["extract"] == "would" and "input changed: notes.vox" in err
+    assert (run / "report.html").stat().st_mtime > 0 and json.loads(
+        (project / "work" / "pipeline_state.json").read_text()) == state  # a dry run changes nothing
+
+    code, out, err = run_cli("pipeline", "--config", cfg, "--stages", "extract,pairs,validate,generate-data,mix,eval")
+    st = _stages(err)
+    assert code == 0, err
+    assert st["extract"] == st["pairs"] == st["validate"] == st["mix"] == st["eval"] == "done"
+    assert st["generate-data"] == "skipped"  # its inputs did not change
+    assert set(st) == {"extract", "pairs", "validate", "generate-data", "mix", "eval"}
+    code, out, err = run_cli("pipeline", "--config", cfg, "--dry-run")
+    assert "[train-scratch-base] would run: input changed: train.jsonl" in err
+
+
+def test_pipeline_stops_at_the_first_failure(project, run_cli):
+    (project / "src" / "shapes.vox").unlink()
+    (project / "src" / "notes.vox").unlink()
+    code, out, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract,pairs")
+    assert code == 2
+    assert "[extract] FAILED: mens: error: no units extracted" in err
+    assert "pairs" not in _stages(err)
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract,nope")
+    assert code == 2 and "unknown stage(s): nope" in err
+
+
+def test_examples_pipeline_config_plans(run_cli, tmp_path):
+    """The bundled config parses and plans every stage (the quickstart runs it for real)."""
+    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    config["work_dir"] = str(tmp_path / "work")
+    for key in ("sources",):
+        config["corpus"][key] = [str(EXAMPLES / s) for s in config["corpus"][key]]
+    config["bench"]["path"] = str(EXAMPLES / config["bench"]["path"])
+    config["gate"]["policy"] = str(EXAMPLES / config["gate"]["policy"])
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
+    code, out, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
+    assert code == 0, err
+    assert list(_stages(err)) == STAGE_NAMES
