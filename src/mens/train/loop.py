@@ -14,7 +14,7 @@ import resource
 import shutil
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -42,6 +42,7 @@ class Outcome:
     final_loss: float | None
     val_loss: float | None
     losses: list[float]  # the loss of every optimizer step of this session
+    model: object = field(default=None, repr=False)  # the trained model (None when nothing ran)
 
 
 class _StopFlag:
@@ -407,7 +408,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                 "Rerun the same command to resume.")
     if world > 1:
         dist.barrier()
-    return Outcome(status, run_dir, prog.step, prog.last_loss, val_loss, losses)
+    return Outcome(status, run_dir, prog.step, prog.last_loss, val_loss, losses, model)
 
 
 def _save_outputs(run_dir: Path, model, tokenizer, backend: str) -> None:

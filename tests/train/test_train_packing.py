@@ -1,0 +1,134 @@
+"""Reference checks of the training math: packing is exact, the loss equals transformers' own,
+and accumulated micro-batches equal one big batch (loss and gradients)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mens.records import Pair
+from mens.train.data import IGNORE, build_examples, collate, epoch_batches, pack_rows
+from mens.train.loop import batch_loss
+from mens.train.model import decoder_and_head
+
+PAIRS = [Pair(prompt="Write a Vox function that adds two numbers.", response="fn add(a: int, b: int) to int {\n    return a + b\n}"),
+         Pair(prompt="Explain how match works in Vox.", response="match picks the first arm that fits."),
+         Pair(prompt="hello", response="def main():\n    print(\"hello world\")"),
+         Pair(messages=[{"role": "user", "content": "count"}, {"role": "assistant", "content": "0123"},
+                        {"role": "user", "content": "again"}, {"role": "assistant", "content": "456789"}])]
+
+
+def _load(model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return model.train(), AutoTokenizer.from_pretrained(model_dir)
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory, tiny_tokenizer_dir):
+    from tiny import build_model
+
+    return build_model(tmp_path_factory.mktemp("tiny-gpt2"), "gpt2", tokenizer_dir=tiny_tokenizer_dir)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "gpt2"])
+def test_packed_loss_equals_per_sample_loss(arch, tiny_model_dir, tiny_llama_dir, gpt2_dir):
+    model_dir = {"qwen2": tiny_model_dir, "llama": tiny_llama_dir, "gpt2": gpt2_dir}[arch]
+    model, tok = _load(model_dir)
+    model.config.resid_pdrop = 0.0
+    model.eval()  # plain HF model: no dropout in either path
+    examples, stats = build_examples(PAIRS, tok, seq_len=256)
+    decoder, head = decoder_and_head(model)
+    with torch.no_grad():
+        packed = collate(pack_rows(examples, seq_len=512), tok.pad_token_id)
+        assert packed.input_ids.shape[0] == 1  # everything in one row
+        s_packed, n_packed = batch_loss(decoder, head, packed, "cpu", chunk_size=7)
+        s_single, n_single = 0.0, 0
+        for ex in examples:
+            s, n = batch_loss(decoder, head, collate(pack_rows([ex], 512), tok.pad_token_id), "cpu", 1024)
+            s_single, n_single = s_single + float(s), n_single + n
+            # ... and each single example matches transformers' own shifted cross-entropy.
+            ref = model(input_ids=torch.tensor([ex.input_ids]), labels=torch.tensor([ex.labels])).loss
+            assert float(s) / n == pytest.approx(float(ref), rel=1e-5)
+    assert n_packed == n_single == stats.supervised_tokens
+    assert float(s_packed) == pytest.approx(s_single, rel=1e-5)
+
+
+def test_labels_cover_only_assistant_turns(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    (ex,), _ = build_examples(PAIRS[3:], tok, seq_len=256)
+    supervised = tok.decode([t for t in ex.labels if t != IGNORE])
+    assert supervised == "0123<|im_end|>456789<|im_end|>"
+
+
+def test_packed_rows_restart_positions_and_never_predict_across_samples(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    examples, _ = build_examples(PAIRS, tok, seq_len=256)
+    a, b = examples[0], examples[1]
+    rows = pack_rows([a, b], seq_len=len(a.input_ids) + len(b.input_ids))
+    assert len(rows) == 1
+    batch = collate(rows + pack_rows([a], 256), tok.pad_token_id)
+    pos, tgt = batch.position_ids, batch.targets
+    assert pos[0, len(a.input_ids)] == 0  # the second sample starts again at 0
+    assert tgt[0, len(a.input_ids) - 1] == IGNORE  # a's last token does not predict b's first
+    assert pos[1, len(a.input_ids)] == 0 and (tgt[1, len(a.input_ids):] == IGNORE).all()  # padding
+    assert batch.n_supervised == 2 * a.n_supervised + b.n_supervised
+
+
+def test_truncation_keeps_prompt_start_and_whole_response(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    from mens.train.data import DataStats
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    long = Pair(prompt="Explain how match works in Vox. " * 20, response="fn add(a: int, b: int) to int")
+    (full,), _ = build_examples([long], tok, seq_len=4096)
+    (cut,), stats = build_examples([long], tok, seq_len=60)
+    assert len(cut.input_ids) == 60 and stats.truncated_examples == 1
+    assert stats.truncated_prompt_tokens == len(full.input_ids) - 60 and stats.truncated_response_tokens == 0
+    assert cut.input_ids[:10] == full.input_ids[:10]  # the start of the prompt
+    assert cut.input_ids[-full.n_supervised - 1:] == full.input_ids[-full.n_supervised - 1:]  # the whole response
+    # --ce-last-k and --min-rating
+    (last3,), _ = build_examples([long], tok, seq_len=4096, ce_last_k=3)
+    assert last3.n_supervised == 3
+    rated = [Pair(prompt="a", response="b", rating=2), Pair(prompt="a", response="b", rating=5)]
+    kept, stats = build_examples(rated, tok, seq_len=64, min_rating=4, stats=DataStats())
+    assert len(kept) == 1 and stats.dropped_min_rating == 1
+
+
+def test_accumulated_micro_batches_equal_one_big_batch(tiny_model_dir):
+    """4 micro-batches of one row, each divided by the window's supervised tokens, give the
+    same loss and gradients as one batch of 4 rows (what the loop does per step)."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = _load(tiny_model_dir)
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear",
+                                             init_lora_weights=False))
+    decoder, head = decoder_and_head(model)
+    examples, _ = build_examples(PAIRS * 2, tok, seq_len=64)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def grads(micro_batch: int):
+        batches = epoch_batches(examples, 64, micro_batch, seed=1, epoch=0, pad_id=tok.pad_token_id)
+        n_window = sum(b.n_supervised for b in batches)
+        total = 0.0
+        for b in batches:
+            s, _ = batch_loss(decoder, head, b, "cpu", 1024)
+            (s / n_window).backward()
+            total += float(s.detach())
+        out = [p.grad.clone() for p in params]
+        model.zero_grad(set_to_none=True)
+        return total / n_window, out, len(batches)
+
+    loss_small, g_small, n_small = grads(1)
+    loss_big, g_big, n_big = grads(n_small)
+    assert n_big == 1 and n_small > 1
+    assert loss_small == pytest.approx(loss_big, rel=1e-5)
+    for a, b in zip(g_small, g_big):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
