@@ -70,7 +70,8 @@ class _Seq:
 
 class Engine:
     def __init__(self, model, tokenizer, *, context_window: int, max_batch: int = 8, queue_size: int = 64,
-                 grammar=None, mixed_adapters: bool = False, top_candidates: int = 32):
+                 grammar=None, mixed_adapters: bool = False, top_candidates: int = 32,
+                 max_grammar_candidates: int = 4096):
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         self.context_window = context_window
@@ -78,6 +79,7 @@ class Engine:
         self.grammar = grammar                    # a serve.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.top_candidates = top_candidates
+        self.max_grammar_candidates = max_grammar_candidates
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -237,15 +239,28 @@ class Engine:
             self._accept(s, token)
 
     def _constrain(self, s: _Seq, token: int, probs: torch.Tensor) -> int:
-        """The chosen token if it keeps the code viable, else the most probable one that does."""
-        candidates = [token] + [t for t in probs.topk(self.top_candidates).indices.tolist() if t != token]
-        for rank, cand in enumerate(candidates):
-            is_eos = cand in self.eos_ids
-            text = self._text(s.generated if is_eos else s.generated + [cand])
-            if self.grammar.allows(text, final=is_eos, prefix=s.req.grammar_prefix):
-                if rank:
-                    self.stats["grammar_rejections"] += rank
-                return cand
+        """The chosen token if it keeps the code viable, else the most probable one that does:
+        the top candidates first, then ever wider slices of the vocabulary (an end token is
+        always tried too, so complete code can stop)."""
+        order = probs.argsort(descending=True)
+        tried: set[int] = set()
+        width = self.top_candidates
+        start = 0
+        while start < order.numel():
+            batch = [token] if not tried else []
+            batch += order[start:start + width].tolist() + self.eos_ids
+            for cand in batch:
+                if cand in tried:
+                    continue
+                tried.add(cand)
+                is_eos = cand in self.eos_ids
+                text = self._text(s.generated if is_eos else s.generated + [cand])
+                if self.grammar.allows(text, final=is_eos, prefix=s.req.grammar_prefix):
+                    self.stats["grammar_rejections"] += len(tried) - 1
+                    return cand
+            start, width = start + width, width * 4
+            if start >= self.max_grammar_candidates:
+                break
         self.stats["grammar_fallbacks"] += 1
         return token
 

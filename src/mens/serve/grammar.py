@@ -20,13 +20,15 @@ import re
 from mens.errors import MensError
 from mens.lang import LanguagePack
 
+_WORD_END = re.compile(r"(?<![\w@])[A-Za-z_]\w*$")
 _OPEN = re.compile(r"(`{3,})[ \t]*([\w.+#-]*)[^\n]*\n")
 
 
 class Constraint:
-    def __init__(self, pack: LanguagePack):
+    def __init__(self, pack: LanguagePack, keywords: tuple[str, ...] | None = None):
         self.pack = pack
         self.tags = {t.lower() for t in (*pack.fence_tags, pack.name)}
+        self.keywords = tuple(keywords if keywords is not None else _pack_keywords(pack))
 
     @classmethod
     def for_language(cls, name: str) -> "Constraint":
@@ -54,7 +56,14 @@ class Constraint:
     def _code_ok(self, code: str, complete: bool) -> bool:
         if complete:
             return self.pack.check(code) is None
-        return self.pack.viable_prefix(code)
+        if self.pack.viable_prefix(code):
+            return True
+        # Tokens end mid-word: "t" may be on its way to the keyword "to" while the parser sees an
+        # identifier where none may stand. Judge the code before a word that is a keyword's start.
+        m = _WORD_END.search(code)
+        if m and any(k.startswith(m.group()) and k != m.group() for k in self.keywords):
+            return self.pack.viable_prefix(code[:m.start()])
+        return False
 
     def _fenced_ok(self, text: str, final: bool) -> bool:
         start = text.find("```")
@@ -75,3 +84,23 @@ class Constraint:
         if partial is not None:
             return self._code_ok(body[:partial.start() + (1 if body[partial.start()] == "\n" else 0)], True)
         return self._code_ok(body, final)
+
+
+def _pack_keywords(pack: LanguagePack) -> tuple[str, ...]:
+    """The pack's keywords: its `keywords` attribute, else a KEYWORDS table in its module or the
+    module's lexer (where packs keep them). Without them only whole keywords are accepted."""
+    import importlib
+    import sys
+
+    found = getattr(pack, "keywords", None)
+    if found:
+        return tuple(found)
+    module_name = type(pack).__module__
+    for name in (module_name, module_name + ".lexer"):
+        try:
+            module = sys.modules.get(name) or importlib.import_module(name)
+        except ImportError:
+            continue
+        if isinstance(getattr(module, "KEYWORDS", None), (tuple, list, set, frozenset)):
+            return tuple(module.KEYWORDS)
+    return ()

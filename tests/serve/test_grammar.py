@@ -1,0 +1,112 @@
+"""Grammar-constrained decoding: generated code stays a viable prefix of the pack's grammar."""
+
+import hashlib
+import time
+
+import pytest
+
+from mens.lang.base import Analysis, Diagnostic, LanguagePack
+from mens.serve.grammar import Constraint
+
+
+class SexpPack(LanguagePack):
+    """A real (small) language: s-expressions of lowercase/digit atoms. Its parser reports an
+    unclosed list as "unexpected end of input", as every pack does for input that ends early."""
+
+    name, fence_tags, extensions = "sexp", ("sexp",), (".sx",)
+
+    def analyze(self, text, *, script=False):
+        depth = 0
+        for i, ch in enumerate(text):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth < 0:
+                    return Analysis(False, Diagnostic(1, i + 1, "unexpected ')'"))
+            elif not (ch.isspace() or (ch.isascii() and (ch.islower() or ch.isdigit()))):
+                return Analysis(False, Diagnostic(1, i + 1, f"unexpected character {ch!r}"))
+        if depth:
+            return Analysis(False, Diagnostic(1, len(text) + 1, "unexpected end of input: unclosed '('"))
+        return Analysis(True)
+
+    def structural_hash(self, text):
+        return hashlib.sha256("".join(text.split()).encode()).hexdigest()
+
+
+def test_fence_and_whole_modes():
+    c = Constraint(SexpPack())
+    assert c.allows("Here is the code:")                      # prose before a block is free
+    assert c.allows("Here:\n```sex")                          # the info line is still open
+    assert c.allows("```sexp\n(add 1 (mul 2")                 # viable: unclosed lists
+    assert not c.allows("```sexp\n(add 1 ]")                  # a lexer error
+    assert not c.allows("```sexp\n(add 1", final=True)        # cannot end inside an open list
+    assert not c.allows("```sexp\n(add 1\n```")               # cannot close the fence on it either
+    assert not c.allows("```sexp\n(add 1\n`")                 # … nor start closing it
+    assert c.allows("```sexp\n(add 1 2)\n```\nDone!")         # complete code, then free prose
+    assert c.allows("```python\nprint('x')\n```")             # another language is left alone
+    assert c.whole_mode_prefix("(add 1") == "(add 1" and c.whole_mode_prefix("Write code") is None
+    assert c.allows(" 2 (x", prefix="(add 1") and not c.allows(" 2))", prefix="(add 1")
+    assert c.allows(" 2)", prefix="(add 1", final=True) and not c.allows(" 2", prefix="(add 1", final=True)
+
+
+def _run(engine, prompt, **sampling):
+    from mens.serve.engine import Request, Sampling
+
+    out = {"text": "", "done": None}
+
+    def sink(ev):
+        if ev[0] == "delta":
+            out["text"] += ev[2]
+        else:
+            out["done"] = ev
+
+    req = Request(engine.tokenizer(prompt).input_ids, Sampling(**sampling), sink, grammar=engine.grammar is not None,
+                  grammar_prefix=engine.grammar.whole_mode_prefix(prompt) if engine.grammar else None)
+    engine.submit(req)
+    deadline = time.time() + 60
+    while out["done"] is None:
+        assert time.time() < deadline
+        time.sleep(0.01)
+    return out["text"]
+
+
+def test_constrained_generation_stays_viable(tiny_model_dir):
+    from mens.inference import load_model
+    from mens.serve.engine import Engine
+
+    model, tok, info = load_model(tiny_model_dir, device="cpu")
+    pack = SexpPack()
+    free = Engine(model, tok, context_window=512)
+    constrained = Engine(model, tok, context_window=512, grammar=Constraint(pack))
+    try:
+        prompt = "(add 1 (mul 2 "
+        runs = [dict(max_tokens=24, temperature=0)] + [dict(max_tokens=24, temperature=1.0, seed=s) for s in range(4)]
+        free_out = [_run(free, prompt, **kw) for kw in runs]
+        kept = [_run(constrained, prompt, **kw) for kw in runs]
+        assert all(pack.viable_prefix(prompt + t) for t in kept), kept
+        assert not all(pack.viable_prefix(prompt + t) for t in free_out)    # the random model alone fails
+        stats = constrained.snapshot()
+        assert stats["grammar_rejections"] > 0 and stats["grammar_fallbacks"] == 0
+    finally:
+        free.stop()
+        constrained.stop()
+
+
+def test_vox_pack_constraint_when_available():
+    try:
+        from mens.lang import get_pack
+
+        pack = get_pack("vox")
+    except Exception as exc:  # the Vox pack is built by another stage; its absence is not this test's failure
+        pytest.skip(f"vox pack unavailable: {exc}")
+    c = Constraint.for_language("vox")
+    source = "fn add(a: int, b: int) to int {\n    return a + b\n}\n"
+    if pack.check(source) is not None:
+        pytest.skip(f"vox pack rejects the sample: {pack.check(source)}")
+    for cut in range(len(source)):
+        assert c.allows(source[:cut], prefix=""), repr(source[:cut])
+    assert c.allows(source, prefix="", final=True)
+    assert not c.allows(source[:20] + ")}", prefix="")
+    fenced = "Here it is:\n```vox\n" + source + "```\n"
+    assert c.allows(fenced) and not c.allows("```vox\nfn add(a: int\n```")

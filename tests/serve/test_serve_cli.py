@@ -1,0 +1,90 @@
+"""`mens serve` as users run it (a subprocess on a free port), the bounded queue, and --engine vllm."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import LiveServer, _free_port
+
+
+def test_mens_serve_command_answers_the_openai_client(make_adapter_run):
+    run = make_adapter_run("serve-cli-run", seed=5, copy_tokenizer=False)
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "mens", "serve", str(run), "--name", "mine", "--port", str(port),
+                             "--api-key", "k"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.time() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.time() < deadline, "mens serve did not come up"
+            time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["mine"]
+        stream = client.chat.completions.create(model="mine", messages=[{"role": "user", "content": "hi"}],
+                                                max_tokens=5, stream=True)
+        assert sum(1 for c in stream if c.choices and c.choices[0].finish_reason) == 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_full_queue_answers_429_and_recovers(tiny_model_dir):
+    from mens.serve.app import build_server
+
+    app, engine = build_server(str(tiny_model_dir), name="q", max_batch=1, queue_size=1, device="cpu")
+    server = LiveServer(app, engine)
+    try:
+        client = server.client()
+        first = client.completions.create(model="q", prompt="fn", max_tokens=400, temperature=0, stream=True)
+        next(iter(first))                        # running: holds the only batch row
+        waiting = threading.Thread(target=lambda: client.completions.create(model="q", prompt="x", max_tokens=2))
+        waiting.start()
+        deadline = time.time() + 10
+        while engine.snapshot()["waiting"] < 1:
+            assert time.time() < deadline
+            time.sleep(0.01)
+        with pytest.raises(openai.RateLimitError) as exc:
+            client.completions.create(model="q", prompt="y", max_tokens=2)
+        assert exc.value.body["code"] == "queue_full"
+        first.close()                            # the client hangs up: its row is freed
+        waiting.join(timeout=30)
+        assert client.completions.create(model="q", prompt="z", max_tokens=2).choices
+        assert engine.snapshot()["rejected_queue_full"] == 1
+    finally:
+        server.close()
+
+
+def test_engine_vllm(make_adapter_run, tiny_model_dir, run_cli):
+    from mens.serve.vllm import vllm_command
+
+    run = make_adapter_run("serve-vllm-run")
+    cmd = vllm_command(str(run), {"other": str(run)}, port=9000, api_key="s", name="mine")
+    assert cmd[cmd.index("--model") + 1] == str(tiny_model_dir)
+    assert "--enable-lora" in cmd and f"mine={run}" in cmd and f"other={run}" in cmd
+    assert cmd[cmd.index("--max-lora-rank") + 1] == "8"
+    merged = vllm_command(str(tiny_model_dir), {}, name="m")
+    assert "--enable-lora" not in merged and merged[merged.index("--served-model-name") + 1] == "m"
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        code, _, err = run_cli("serve", str(run), "--engine", "vllm")
+        assert code == 2 and "vLLM is not installed" in err
+
+
+def test_bad_adapter_flag_is_a_user_error(tiny_model_dir, run_cli):
+    code, _, err = run_cli("serve", str(tiny_model_dir), "--adapter", "noequals")
+    assert code == 2 and "NAME=RUN" in err
+    code, _, err = run_cli("serve", str(tiny_model_dir), "--adapter", f"x={tiny_model_dir}")
+    assert code == 2 and "not an adapter run" in err
