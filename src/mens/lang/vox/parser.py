@@ -590,7 +590,9 @@ class Parser:
                 self.i += 1
                 while k[self.i] != ")":
                     f0 = self.i
-                    fname = self.name("a variant field name",)
+                    if k[f0] == "NL":
+                        self.fail("a variant field name", "variant fields cannot span lines")
+                    fname = self.name("a variant field name")
                     self.expect(":", f"':' after variant field '{fname}'")
                     fields.append(A.Field(self.s[f0], self.e[self.i - 1], fname, self.type_()))
                     if k[self.i] == ",":
