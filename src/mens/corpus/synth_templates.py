@@ -266,7 +266,7 @@ def fn_while(c: Ctx) -> Draft:
     body = Template(dedent(body).strip()).substitute(n=x.name, k=k)
     body = "\n".join("    " + line for line in body.split("\n"))
     code = f"fn {name}({x.name}: int) to int {{\n{body}\n}}\n"
-    what = "computes " + Template(says).substitute(k=k) + f" a {x.words} value, using a loop"
+    what = "computes " + Template(says).substitute(k=k) + f" {an(x.words)} {x.words} value, using a loop"
     return Draft(code, f"a function `{name}`", what, "function", 3)
 
 
