@@ -47,12 +47,9 @@ class VoxPack(LanguagePack):
         error = None
         try:
             with gc_paused():
-                parser.module()
+                parser.run()
         except VoxParseError as exc:
             error = Diagnostic(exc.line, exc.col, exc.message)
-        except RecursionError:
-            line, col = parser.lx.line_col(parser.s[min(parser.i, len(parser.s) - 1)])
-            error = Diagnostic(line, col, "expression nested too deeply")
         lx = parser.lx
         docs = DocFinder(text) if parser.decls else None
         constructs = []

@@ -194,6 +194,13 @@ class Parser:
             self.decls.append(d)
         return A.Module(0, len(self.text), self.decls, self.stmts)
 
+    def run(self) -> A.Module:
+        """`module()`, with pathological nesting reported as a syntax error, not a crash."""
+        try:
+            return self.module()
+        except RecursionError:
+            raise self.error("nested too deeply (the parser's recursion limit)") from None
+
     def script_decl_here(self) -> bool:
         t = self.k[self.i]
         if t in SCRIPT_DECL:
@@ -1537,4 +1544,4 @@ def gc_paused():
 def parse(text: str, script: bool = False) -> A.Module:
     """Parse a Vox source; raises VoxParseError on the first syntax error."""
     with gc_paused():
-        return Parser(text, script).module()
+        return Parser(text, script).run()
