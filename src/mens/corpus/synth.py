@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 from mens.corpus import synth_templates as core
 from mens.corpus import synth_templates_app as app
 from mens.corpus import synth_templates_data as data
+from mens.corpus import synth_templates_mixed as mixed
 from mens.corpus.synth_templates import Ctx, Draft
 from mens.corpus.synth_words import ENTITIES, PHRASINGS
 from mens.errors import MensError
@@ -70,6 +71,12 @@ TEMPLATES: dict[str, Template] = {
     "mobile": app.mobile,
     "tokens": app.tokens,
     "v0_component": app.v0_component,
+    "app_slice": mixed.app_slice,
+    "fn_match_literal": mixed.fn_match_literal,
+    "fn_result_chain": mixed.fn_result_chain,
+    "fn_loop_break": mixed.fn_loop_break,
+    "component_conditional": mixed.component_conditional,
+    "actor_client": mixed.actor_client,
 }
 
 
