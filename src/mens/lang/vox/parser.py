@@ -737,6 +737,8 @@ class Parser:
                 items.append(fname)
                 while k[self.i] == "ID":
                     mod = self.t[self.i]
+                    if mod not in FORM_FLAGS and mod not in FORM_ARG and mod not in ("range", "default"):
+                        break
                     self.i += 1
                     if mod in FORM_FLAGS:
                         continue
@@ -748,10 +750,8 @@ class Parser:
                         self.expect(".", "'..' in the range")
                         self.expect(".", "'..' in the range")
                         self.expect("INT", "the range end")
-                    elif mod == "default":
+                    else:  # default(expr)
                         self.expr()
-                    else:
-                        raise self.error(f"unknown field modifier '{mod}'", self.i - 2)
                     self.expect(")", f"')' after the {mod} argument")
                 if k[self.i] not in ("NL", "}", ","):
                     self.fail("a field modifier (required, optional, hidden, label, pattern, "
