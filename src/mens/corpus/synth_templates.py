@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from string import Template
 from textwrap import dedent
 
-from mens.corpus.synth_words import CRON, SAMPLE_WORDS, Entity, Field, an
+from mens.corpus.synth_words import SAMPLE_WORDS, Entity, Field, an
 
 
 @dataclass

@@ -8,7 +8,7 @@ Same shape as `synth_templates`: each template takes a `Ctx` and returns a `Draf
 from __future__ import annotations
 
 from mens.corpus.synth_templates import Ctx, Draft, render
-from mens.corpus.synth_words import SAMPLE_WORDS, UI_LABELS, an
+from mens.corpus.synth_words import SAMPLE_WORDS, an
 
 
 def app_slice(c: Ctx) -> Draft:
