@@ -1,6 +1,6 @@
 """VoxTokenizer encode throughput: the pure-function form and the HF fast tokenizer, in tokens/s.
 
-    .venv/bin/python bench/tokenizer_speed.py [--corpus 'examples/vox/*.vox'] [--repeat 50] [--rounds 5]
+    .venv/bin/python bench/tokenizer_speed.py [--corpus "examples/vox/**/*.vox"] [--repeat 50] [--rounds 5]
 
 The corpus (all matching files) is repeated `--repeat` times; each form encodes every text of
 that list, `--rounds` times, and the best round is reported (the least disturbed by other load
@@ -36,13 +36,14 @@ def best_of(rounds: int, fn) -> tuple[float, object]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default=str(REPO / "examples" / "vox" / "*.vox"), help="glob of text files")
+    ap.add_argument("--corpus", default=str(REPO / "examples" / "vox" / "**" / "*.vox"),
+                    help="glob of text files (** recurses)")
     ap.add_argument("--repeat", type=int, default=50, help="times the corpus is repeated")
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per form; the best counts")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args(argv)
 
-    files = sorted(glob.glob(args.corpus))
+    files = sorted(glob.glob(args.corpus, recursive=True))
     if not files:
         print(f"tokenizer_speed: no files match {args.corpus!r}", file=sys.stderr)
         return 2

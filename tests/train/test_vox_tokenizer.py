@@ -89,9 +89,9 @@ def test_decode_skips_specials_on_request():
 
 
 def test_forms_agree_on_example_vox_files():
-    files = sorted((EXAMPLES / "vox").glob("*.vox")) if (EXAMPLES / "vox").is_dir() else []
+    files = sorted((EXAMPLES / "vox").rglob("*.vox"))
     if not files:
-        pytest.skip("examples/vox/*.vox not present yet")
+        pytest.skip("examples/vox/**/*.vox not present")
     texts = [f.read_text(encoding="utf-8") for f in files]
     batch = hf()(texts, add_special_tokens=False)["input_ids"]
     for f, text, ids in zip(files, texts, batch):
