@@ -1,0 +1,158 @@
+"""The Vox pack behind the LanguagePack interface: metadata, hashes, viable prefixes, docs,
+and hypothesis properties (never crashes, linear time)."""
+
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mens.lang import get_pack, pack_for_fence, pack_for_path
+from mens.lang.vox import VoxPack, VoxParseError, parse
+
+REPO = Path(__file__).resolve().parents[2]
+PACK = VoxPack()
+EXAMPLES = sorted((REPO / "examples" / "vox").rglob("*.vox"))
+
+
+def test_registered_by_name_extension_and_fence():
+    assert isinstance(get_pack("vox"), VoxPack)
+    assert isinstance(pack_for_path("x/y.vox"), VoxPack)
+    assert isinstance(pack_for_fence("vox"), VoxPack)
+    assert PACK.taxonomy[0] == "function" and len(PACK.taxonomy) == 28
+    assert PACK.comment_prefixes == ("//", "#") and len(PACK.fingerprint()) == 16
+
+
+def test_metadata_frontmatter_prompt_and_skip():
+    text = ("// vox:skip\n// ---\n// title: Notes\n// constructs: table, query\n"
+            "// training_eligible: false\n// status: golden\n// ---\n"
+            "// @training_prompt: Write a notes table.\n@table type N { a: str }\n")
+    meta = PACK.metadata(text)
+    assert meta == {"skip": True, "title": "Notes", "constructs": ["table", "query"],
+                    "training_eligible": False, "status": "golden",
+                    "training_prompt": "Write a notes table."}
+    assert PACK.metadata("fn f() {}") == {}
+    assert PACK.metadata((REPO / "examples/vox/app/todo_app.vox").read_text())["status"] == "golden"
+
+
+def test_doc_comments():
+    text = ("// ---\n// title: t\n// ---\n\n/// Adds.\n// @training_prompt: x\n/// Two lines.\n"
+            "@pure\nfn add(a: int) to int { return a }\n\n// plain comment\nfn g() {}\n\nfn h() {}\n")
+    docs = [(c.name, c.doc) for c in PACK.analyze(text).constructs]
+    assert docs == [("add", "Adds.\nTwo lines."), ("g", "plain comment"), ("h", None)]
+
+
+def test_span_starts_at_first_decorator_and_ends_at_brace():
+    text = "\n\n@endpoint(kind: query)\n@auth\nfn q() to int {\n    return 1\n}\n\n"
+    c = PACK.analyze(text).constructs[0]
+    assert (c.kind, c.span.start_line, c.span.start_col, c.span.end_line, c.span.end_col) == \
+        ("query", 3, 1, 7, 2)
+    assert text[c.span.start:c.span.end] == text.strip()
+
+
+def test_constructs_before_an_error_are_kept():
+    a = PACK.analyze("fn a() {}\ntype T { x: int }\nfn broken( {\n")
+    assert not a.ok and [c.name for c in a.constructs] == ["a", "T"]
+
+
+def test_structural_hash_ignores_whitespace_and_comments():
+    a = "fn f(x: int) to int {\n    return x + 1\n}\n"
+    b = "// a comment\nfn f(x: int)   to int { return x + 1 }   # trailing\n"
+    c = "fn f(x: int) to int { return x + 2 }"
+    assert PACK.structural_hash(a) == PACK.structural_hash(b) != PACK.structural_hash(c)
+    assert len(PACK.structural_hash("fn (((")) == 64          # works on invalid text too
+
+
+def test_viable_prefix():
+    src = (REPO / "examples/vox/app/todo_app.vox").read_text()
+    cut = src.index("return Ok(db.Todo")
+    assert PACK.viable_prefix(src[:cut])
+    assert PACK.viable_prefix("fn f() {\n    let s = \"unfinished")
+    assert PACK.viable_prefix("fn f() {}\n@endp")
+    assert PACK.viable_prefix(src)
+    assert not PACK.viable_prefix("fn f() { return (1 +\n")
+    assert not PACK.viable_prefix("@server fn s() {")
+
+
+# ------------------------------------------------------------------ properties
+
+_WORDS = ["fn", "let", "if", "else", "match", "for", "in", "to", "return", "type", "component",
+          "view", "state", "@test", "@endpoint", "@ai", "@table", "routes", "x", "Foo", "1",
+          "2.5", "3dec", "\"s\"", "'t", "(", ")", "{", "}", "[", "]", ",", ":", ".", "=", "==",
+          "=>", "->", "|>", "|", "+", "-", "*", "not", "and", "?", "\n", " ", "\t", "//c\n", ";",
+          "!", "&", "@", "é", "<", ">", "_", "with", "on", "workflow", "actor", "\"", "#"]
+
+_token_soup = st.lists(st.sampled_from(_WORDS), max_size=60).map(" ".join)
+_snippets = st.sampled_from([p.read_text() for p in EXAMPLES[:12]])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=200), _token_soup))
+def test_parser_raises_only_vox_parse_error(text):
+    for script in (False, True):
+        try:
+            parse(text, script=script)
+        except VoxParseError as exc:
+            assert exc.line >= 1 and exc.col >= 1 and exc.message
+        a = PACK.analyze(text, script=script)       # never raises at all
+        assert a.ok == (a.error is None)
+    PACK.structural_hash(text)
+    PACK.metadata(text)
+    PACK.viable_prefix(text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_snippets, st.integers(0, 10_000), st.integers(0, 40), st.sampled_from(_WORDS))
+def test_mutated_programs_never_crash(src, at, cut, word):
+    at %= len(src) + 1
+    mutated = src[:at] + word + src[at + cut:]
+    a = PACK.analyze(mutated)
+    assert a.ok == (a.error is None)
+    if a.error is not None:
+        assert 1 <= a.error.line <= mutated.count("\n") + 1
+
+
+def test_prefixes_of_valid_programs_are_viable():
+    src = (REPO / "examples/vox/notes/mutations.vox").read_text()
+    for cut in range(0, len(src), 7):
+        prefix = src[:cut]
+        # A cut inside a comment or right after a '/' may still be a valid file; any error must
+        # be about the end of the input.
+        a = PACK.analyze(prefix)
+        if not a.ok and "end of input" not in a.error.message:
+            # Only cuts that split a token (an identifier that is now a different word, an
+            # operator cut in half) may fail elsewhere; those errors are at the very end.
+            assert a.error.line == prefix.count("\n") + 1, (cut, a.error)
+
+
+def _best(fn, repeat=3):
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def test_parse_time_is_linear():
+    one = "\n".join(p.read_text() for p in EXAMPLES[:10])
+    # The per-copy cost measured the way the big text is parsed: 20 parses kept alive, so both
+    # sides pay for fresh memory alike (a lone warm parse reuses freed memory and looks ~2x faster).
+    single = _best(lambda: [parse(one) for _ in range(20)]) / 20
+    repeated = _best(lambda: parse(one * 20))
+    assert repeated < 40 * single, (single, repeated)
+    # And growth from 10x to 40x is linear too (4x, with slack for a busy machine).
+    assert _best(lambda: parse(one * 40)) < 8 * _best(lambda: parse(one * 10))
+
+
+def test_pathological_inputs_stay_linear_and_safe():
+    for unit in ("(", "[", "{", "fn() ", "not ", "- ", "if a { ", "\"", "x.", "@"):
+        text = "fn f() { let v = " + unit * 5000
+        a = PACK.analyze(text)
+        assert not a.ok
+    deep = "fn f() { return " + "(" * 3000 + "1" + ")" * 3000 + " }"
+    assert "nested too deeply" in PACK.analyze(deep).error.message
+    long_line = "fn f() { return " + " + ".join(["x"] * 20000) + " }"
+    t = time.perf_counter()
+    assert PACK.analyze(long_line).ok
+    assert time.perf_counter() - t < 2
