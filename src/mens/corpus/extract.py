@@ -14,14 +14,13 @@ unchanged (when the packs' fingerprints are unchanged too).
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from mens.corpus.docs import doc_units
 from mens.corpus.fingerprint import fingerprint_block, text_hash
+from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import Report, read_report
 from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
@@ -190,7 +189,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
         else:
             todo.append(str(path))
     names = tuple(p.name for p in packs)
-    workers = workers or min(2, os.cpu_count() or 1)
+    workers = default_workers(workers)
     with progress("extract", total=len(todo)) as bar:
         if workers <= 1 or len(todo) < SERIAL_BELOW:
             _init_worker(names, docs_training_only, max_bytes)
@@ -199,8 +198,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
                 results[res.path] = res
                 bar.advance()
         else:
-            with ProcessPoolExecutor(workers, initializer=_init_worker,
-                                     initargs=(names, docs_training_only, max_bytes)) as pool:
+            with process_pool(workers, _init_worker, (names, docs_training_only, max_bytes)) as pool:
                 for res in pool.map(_extract_one, todo, chunksize=max(1, len(todo) // (workers * 16))):
                     results[res.path] = res
                     bar.advance()

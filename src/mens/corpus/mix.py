@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +95,7 @@ def load_config(config_path: str | Path) -> MixConfig:
         if fmt not in RECORD_FORMATS:
             raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")
         rate = src.get("sample_rate")
-        sources.append(MixSource(base / src["path"], _num(src.get("weight", 1.0), "weight", at, 0.0),
+        sources.append(MixSource(_join(base, src["path"]), _num(src.get("weight", 1.0), "weight", at, 0.0),
                                  bool(src.get("optional", False)),
                                  None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt))
     lanes = {}
@@ -106,7 +107,12 @@ def load_config(config_path: str | Path) -> MixConfig:
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise MensError("'seed' must be an integer", where, "fix mix.yaml")
-    return MixConfig(sources, base / raw["output"], seed, shuffle=bool(raw.get("shuffle", True)), **lanes)
+    return MixConfig(sources, _join(base, raw["output"]), seed, shuffle=bool(raw.get("shuffle", True)), **lanes)
+
+
+def _join(base: Path, path: str) -> Path:
+    """`base/path` with `..` folded, so reports show `out/x.jsonl`, not `examples/../out/x.jsonl`."""
+    return Path(os.path.normpath(base / path))
 
 
 def _format_ok(obj: dict, fmt: str) -> bool:

@@ -20,13 +20,12 @@ byte-identical for a seed however the work is split across processes.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from mens.corpus.fingerprint import fingerprint_block
+from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import Report
 from mens.corpus.templates import (construct_prompt, display_name, doc_code_prompt, file_prompt,
                                    fix_prompt, followup_prompt, noun, prose_prompt)
@@ -203,7 +202,7 @@ def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenien
         report.drop("malformed_unit", line.split(": ", 1)[0], line.split(": ", 1)[-1])
     groups = _groups(units)
     tasks = [(g, seed, error_correction) for g in groups]
-    workers = workers or min(2, os.cpu_count() or 1)
+    workers = default_workers(workers)
     lines: list[str] = []
     with progress("pairs", total=len(tasks)) as bar:
         if workers <= 1 or len(units) < SERIAL_BELOW:
@@ -213,7 +212,7 @@ def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenien
                 report.merge(part)
                 bar.advance()
         else:
-            with ProcessPoolExecutor(workers) as pool:
+            with process_pool(workers) as pool:
                 for rows, part in pool.map(_group_task, tasks, chunksize=max(1, len(tasks) // (workers * 16))):
                     lines.extend(rows)
                     report.merge(part)

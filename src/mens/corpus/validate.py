@@ -14,13 +14,12 @@ rejection, after writing the outputs.
 from __future__ import annotations
 
 import json
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mens.corpus.fingerprint import fingerprint_block, text_hash
+from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import Report
 from mens.errors import GateFailure, MensError
 from mens.lang import LanguagePack, extract_code, get_pack, pack_for_fence
@@ -105,7 +104,7 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     report.counts["input_rows"] = len(rows) + len(skipped or [])
     if not rows:
         raise MensError("no pairs to validate", str(pairs_path), "give a non-empty pairs file")
-    workers = workers or min(2, os.cpu_count() or 1)
+    workers = default_workers(workers)
     results: list[dict] = [{}] * len(rows)
     with progress("validate", total=len(rows)) as bar:
         if workers <= 1 or len(rows) < SERIAL_BELOW:
@@ -115,7 +114,7 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
         else:
             size = max(200, len(rows) // (workers * 16))
             chunks = [rows[k:k + size] for k in range(0, len(rows), size)]
-            with ProcessPoolExecutor(workers) as pool:
+            with process_pool(workers) as pool:
                 for part in pool.map(_check_chunk, chunks):
                     for i, res in part:
                         results[i] = res
