@@ -299,8 +299,9 @@ def table_index(c: Ctx) -> Draft:
     if c.chance(0.5) and other not in cols:
         idx.append(f"@index {e.type_name}.by_{other.name} on ({other.name})")
     code = c.struct(fields, head="@table type") + "\n\n" + "\n".join(idx) + "\n"
-    names = " and ".join("(" + ", ".join(f.words for f in cols) + ")" for _ in [0])
-    what = f"declares {an(e.type_name)} `{e.type_name}` table with {len(idx)} index(es), the first on {names}"
+    first = ", ".join(f.words for f in cols)
+    what = f"declares {an(e.type_name)} `{e.type_name}` table with " + \
+        (f"an index on ({first})" if len(idx) == 1 else f"two indexes, on ({first}) and on ({other.words})")
     return Draft(code, f"a database table `{e.type_name}` with indexes", what, "index", 3)
 
 
