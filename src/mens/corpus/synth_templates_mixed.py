@@ -1,7 +1,8 @@
 """Templates for synthetic Vox programs, part 4: larger programs that combine several constructs
 (a table with its endpoints and the component that uses them, an actor and its client), and
 expression forms the single-construct templates rarely show: literal patterns in `match`,
-`?` on results, `x => …` lambdas, `loop`/`break`, conditional views, `on cleanup`.
+`?` on results, `x => …` lambdas, `loop`/`break`, conditional views, `on cleanup`; and
+module-level declarations: extern functions, constants, imports.
 
 Same shape as `synth_templates`: each template takes a `Ctx` and returns a `Draft`."""
 
@@ -180,3 +181,77 @@ def actor_client(c: Ctx) -> Draft:
     what = f"accumulates a {x.words} total, plus a function `count_{e.plural}` that spawns the actor, sends it " \
            f"{times} bump messages and returns the current total"
     return Draft(code, f"an actor `{name}`", what, "actor", 6)
+
+
+# ---------------------------------------------------------------- module-level declarations
+
+def fn_extern(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    host = c.pick((("now_ms", "Date.now", "the current time in milliseconds"),
+                   ("random_unit", "Math.random", "a random number"),
+                   ("cpu_count", "os.cpus", "the number of CPUs")))
+    fname, target, says = host
+    name = f"{x.name}_plus_{fname}"
+    code = render("""
+        extern fn $f() to int = "$target"
+
+        fn $name($x: int) to int {
+            return $x + $f()
+        }""", f=fname, target=target, name=name, x=x.name)
+    what = f"declares the host function {target} as an extern `{fname}` returning {says} and adds it to {x.words}"
+    return Draft(code, f"an extern function and a function `{name}`", what, "function", 3)
+
+
+def fn_const(c: Ctx) -> Draft:
+    x = c.pick(c.e.of("int"))
+    s = c.pick(c.e.of("str"))
+    hi, dflt = c.num(10, 9999), c.pick(SAMPLE_WORDS)
+    cap, label = f"max_{x.name}", f"default_{s.name}"
+    typed = ": int" if c.chance(0.5) else ""
+    code = render("""
+        let $cap$typed = $hi
+        let $label = "$dflt"
+
+        fn clamp_$x($x: int) to int {
+            if $x > $cap {
+                return $cap
+            }
+            return $x
+        }
+
+        fn ${s}_or_default($s: str) to str {
+            if len($s) is 0 {
+                return $label
+            }
+            return $s
+        }""", cap=cap, typed=typed, hi=hi, label=label, dflt=dflt, x=x.name, s=s.name)
+    what = f"defines constants `{cap}` = {hi} and `{label}` = \"{dflt}\" and uses them to clamp a " \
+           f"{x.words} and to fill in an empty {s.words}"
+    return Draft(code, "module-level constants", what, "const", 2)
+
+
+_IMPORTS = (
+    ("import std.math", "math.max"), ("import std.strings as strings", "strings.concat"),
+    ("import std.collections.list as lists", "lists.append"), ("import app/helpers", "helpers.tidy"),
+    ("import rust:chrono as chrono", "chrono.ts"), ("import std.json", "json.encode"),
+)
+
+
+def fn_import(c: Ctx) -> Draft:
+    (imp1, call1), (imp2, call2) = c.sample(_IMPORTS, 2)
+    x = c.pick(c.e.of("int"))
+    s = c.pick(c.e.of("str"))
+    joined = imp1 + ", " + imp2.removeprefix("import ") if c.chance(0.4) else imp1 + "\n" + imp2
+    code = render("""
+        $imports
+
+        fn prepare_$v($s: str, $x: int) to str {
+            let a = $call1($s, $x)
+            let b = $call2(a)
+            return b
+        }""", imports=joined, v=c.e.var, s=s.name, x=x.name, call1=call1, call2=call2)
+    what = f"imports {imp1.removeprefix('import ')} and {imp2.removeprefix('import ')} and uses " \
+           f"{call1} and {call2} to prepare {c.e.a}'s {s.words}"
+    return Draft(code, "a module with imports", what, "import", 3)
+
+
