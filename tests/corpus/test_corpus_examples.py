@@ -76,3 +76,42 @@ def test_same_seed_same_bytes_at_every_stage(tmp_path, run_cli):
     for name in ("units.jsonl", "docs_units.jsonl", "pairs.jsonl", "validated.jsonl", "synthetic.jsonl",
                  "train.jsonl"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def _vox(meta: str, body: str = "fn answer() to int {\n    return 42\n}\n") -> str:
+    return meta + body
+
+
+def test_vox_metadata_drives_skips_prompts_and_ratings(tmp_path, run_cli):
+    src = tmp_path / "vox"
+    src.mkdir()
+    (src / "skip.vox").write_text(_vox("// vox:skip\n"))
+    (src / "old.vox").write_text(_vox("// ---\n// status: deprecated\n// ---\n"))
+    (src / "no.vox").write_text(_vox("// ---\n// training_eligible: false\n// ---\n"))
+    (src / "gold.vox").write_text(_vox("// ---\n// title: Answer\n// description: The answer.\n// status: golden\n"
+                                       "// ---\n// @training_prompt: Return the answer to everything.\n\n"
+                                       "/// The answer.\n"))
+    (src / "plain.vox").write_text(_vox("", "fn one() to int {\n    return 1\n}\n\nfn two() to int {\n    return 2\n}\n"))
+    units, pairs = tmp_path / "u.jsonl", tmp_path / "p.jsonl"
+    assert run_cli("corpus", "extract", src, "-o", units)[0] == 0
+    report = json.loads((tmp_path / "u.extract_report.json").read_text())
+    assert report["dropped"] == {"skip_marker": 1, "deprecated": 1, "not_training_eligible": 1}
+    assert run_cli("corpus", "pairs", units, "-o", pairs)[0] == 0
+    got = rows(pairs)
+    gold = next(r for r in got if r["lane"] == "codegen" and "gold.vox" in r["source"])
+    assert gold["prompt"] == "Return the answer to everything." and gold["rating"] == 5
+    # The frontmatter and training prompt are not part of the answer; the doc comment is.
+    assert gold["response"] == "```vox\n/// The answer.\nfn answer() to int {\n    return 42\n}\n```"
+    plain = [r for r in got if "plain.vox" in r["source"] and r["lane"] == "codegen"]
+    assert {r["category"] for r in plain} == {"function"} and {r["rating"] for r in plain} == {4}
+    assert len(plain) == 3  # the file and its two functions
+
+
+def test_generate_data_command(tmp_path, run_cli):
+    out = tmp_path / "s.jsonl"
+    code, _, err = run_cli("generate-data", "--limit", 0, "-o", out)
+    assert code == 2 and "--limit" in err and not out.exists()
+    code, _, _ = run_cli("generate-data", "--limit", 5, "--seed", 1, "-o", out)
+    assert code == 0 and len(rows(out)) == 5 and {r["rating"] for r in rows(out)} == {3}
+    report = json.loads((tmp_path / "s.generate_report.json").read_text())
+    assert report["counts"]["pairs"] == 5 and report["fingerprint"]["packs"]["vox"]

@@ -107,7 +107,7 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
     named = [c for c in analysis.constructs if c.kind != "import"]
     lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     units = [Unit(kind="file", lang=pack.name, source=where, path=path, span=[1, 1, lines, 1],
-                  construct=named[0].kind if len(named) == 1 else "file", name=Path(path).stem,
+                  construct=_main_kind(named), name=Path(path).stem,
                   code=text, doc_comment=meta.get("description"),
                   ast_hash=pack.structural_hash(text), frontmatter=meta, constructs=kinds,
                   file_hash=file_hash)]
@@ -121,6 +121,12 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
                               doc_comment=c.doc, ast_hash=pack.structural_hash(code),
                               frontmatter=meta, constructs=[c.kind], file_hash=file_hash))
     return units, []
+
+
+def _main_kind(named: list) -> str:
+    """A file's category: its most frequent construct kind (the first one on a tie)."""
+    kinds = [c.kind for c in named]
+    return max(kinds, key=lambda k: (kinds.count(k), -kinds.index(k))) if kinds else "file"
 
 
 # Worker state: packs are built once per process from their names.
