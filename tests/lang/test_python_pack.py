@@ -80,3 +80,10 @@ def test_metadata_from_module_docstring_and_registry():
     assert pack.metadata("x = 1\n") == {} and pack.metadata("def (") == {}
     assert pack_for_path("a/b.py") is pack and pack_for_fence("py") is pack
     assert pack.fingerprint() == get_pack("python").fingerprint() and len(pack.fingerprint()) == 16
+
+
+def test_spans_survive_crlf_form_feeds_and_line_separators():
+    pack = get_pack("python")
+    text = 'A = "x\u2028y"\r\n\x0c\r\n# \x0c comment\r\ndef f():\r\n    return 1\r\n'
+    f = next(c for c in pack.analyze(text).constructs if c.name == "f")
+    assert text[f.span.start:f.span.end] == "def f():\r\n    return 1"

@@ -87,7 +87,9 @@ class _LineOffsets:
     """Turns ast positions (1-based line, UTF-8 byte column) into character offsets."""
 
     def __init__(self, text: str):
-        self.lines = text.splitlines(keepends=True)
+        # Only \n, \r\n and \r end a line for the tokenizer (str.splitlines also splits on form
+        # feeds and U+2028, which may sit inside comments and strings).
+        self.lines = [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
         self.starts = [0]
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
