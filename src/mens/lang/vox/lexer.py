@@ -1,6 +1,6 @@
 """The Vox lexer: one compiled regex, tokens as four parallel lists (kind, text, start, end).
 
-Token kinds are interned strings: a keyword, symbol or decorator is its own text (`"fn"`, `"=="`,
+Token kinds are strings: a keyword, symbol or decorator is its own text (`"fn"`, `"=="`,
 `"@test"`); the rest are `ID` (lower-case identifier), `TY` (upper-case identifier), `INT`,
 `FLOAT`, `DEC`, `STR`, `USTR` (a string still open at end of input), `NL` and `EOF`. Parallel
 lists instead of one object per token keep the lexer near a microsecond a token, which is what
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from itertools import accumulate
+from operator import add, sub
 from typing import NamedTuple
 
 KEYWORDS = (
@@ -34,26 +36,51 @@ DECORATORS = (
 
 SYMBOLS = "( ) [ ] { } : ? , . = == != += -= *= /= -> => |> | < > <= >= + - * / % _".split()
 
-# Identifier text -> token kind; anything not here is a plain `ID`.
-_ID_KIND: dict[str, str] = {w: w for w in KEYWORDS}
-_ID_KIND["_"] = "_"
-_INTERN: dict[str, str] = {s: s for s in SYMBOLS + DECORATORS}
-
 _deco_alt = "|".join(re.escape(d[1:]) for d in sorted(DECORATORS, key=len, reverse=True))
+_STRING = r"\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*'"
+# Group 1 is what is skipped before a token (blanks, then at most one comment); group 2 is the
+# token. `findall` then yields (skipped, token) pairs at C speed, and offsets are running sums.
 _TOKEN = re.compile(
-    r"[ \t\r\f\v]*(?:(?://|\#)[^\n]*)?"          # blanks, then at most one comment, are skipped
-    r"(?:(\n)"                                    # 1 newline
-    r"|([a-z_][a-zA-Z0-9_]*)"                     # 2 identifier or keyword
-    r"|([A-Z][a-zA-Z0-9_]*)"                      # 3 type identifier
-    r"|([0-9]+(?:\.[0-9]+)?(?:dec)?)"             # 4 INT / FLOAT / DEC
-    r"|(\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*')"  # 5 string (may span lines)
-    r"|(==|!=|\+=|-=|\*=|/=|->|=>|\|>|<=|>=|[()\[\]{}:?,.=|<>+\-*/%])"  # 6 symbol
-    r"|(@(?:" + _deco_alt + r"))"                 # 7 decorator (no word boundary after it)
-    r"|([\"'].*)"                                 # 8 unterminated string: runs to end of input
-    r"|(.)"                                       # 9 no token: dropped, with a warning
+    r"([ \t\r\f\v]*(?:(?://|\#)[^\n]*)?)"
+    r"(\n"                                       # newline
+    r"|[a-z_][a-zA-Z0-9_]*"                      # identifier or keyword
+    r"|[A-Z][a-zA-Z0-9_]*"                       # type identifier
+    r"|[0-9]+(?:\.[0-9]+)?(?:dec)?"              # INT / FLOAT / DEC
+    r"|" + _STRING +                             # string (may span lines)
+    r"|==|!=|\+=|-=|\*=|/=|->|=>|\|>|<=|>="      # two-character symbols
+    r"|[()\[\]{}:?,.=|<>+\-*/%]"                 # one-character symbols
+    r"|@(?:" + _deco_alt + r")"                  # decorator (no word boundary after it)
+    r"|[\"'].*"                                  # unterminated string: runs to end of input
+    r"|."                                        # no token: dropped, with a warning
     r"|\Z)",                                     # trailing blanks/comment at end of input
     re.S,
 )
+_STRING_RE = re.compile(_STRING, re.S)
+
+
+class _KindTable(dict):
+    """Token text -> kind. Keywords, symbols and decorators are seeded; identifiers and numbers
+    are classified on first sight and remembered (bounded), strings are classified each time."""
+
+    def __missing__(self, tok: str) -> str:
+        c = tok[0]
+        if c == '"' or c == "'":
+            return "STR" if _STRING_RE.fullmatch(tok) else "USTR"
+        if "a" <= c <= "z" or c == "_":
+            kind = "ID"
+        elif "A" <= c <= "Z":
+            kind = "TY"
+        elif "0" <= c <= "9":
+            kind = "DEC" if tok[-1] == "c" else ("FLOAT" if "." in tok else "INT")
+        else:
+            kind = "DROP"
+        if len(self) < 100_000:
+            self[tok] = kind
+        return kind
+
+
+_KINDS = _KindTable({w: w for w in KEYWORDS + SYMBOLS + DECORATORS})
+_KINDS["\n"] = "NL"
 
 
 class Token(NamedTuple):
@@ -74,49 +101,39 @@ class Lexed:
     def __init__(self, text: str):
         self.text = text
         self._line_starts: list[int] | None = None
-        kinds: list[str] = []
-        texts: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
+        pairs = _TOKEN.findall(text)
+        while pairs and not pairs[-1][1]:
+            pairs.pop()                      # end-of-input matches after trailing blanks/comments
+        if pairs:
+            skipped, toks = zip(*pairs)
+            sizes = list(map(len, toks))
+            ends = list(accumulate(map(add, map(len, skipped), sizes)))
+            starts = list(map(sub, ends, sizes))
+            kinds = list(map(_KINDS.__getitem__, toks))
+            texts = list(toks)
+        else:
+            kinds, texts, starts, ends = [], [], [], []
         dropped: list[int] = []
-        ka, ta, sa, ea = kinds.append, texts.append, starts.append, ends.append
-        id_kind, intern = _ID_KIND.get, _INTERN.__getitem__
-        for m in _TOKEN.finditer(text):
-            g = m.lastindex
-            if g is None:          # only blanks/comment left before end of input
-                continue
-            tok = m.group(g)
-            if g == 2:
-                ka(id_kind(tok, "ID"))
-            elif g == 1:
-                ka("NL")
-            elif g == 6 or g == 7:
-                ka(intern(tok))
-            elif g == 3:
-                ka("TY")
-            elif g == 5:
-                ka("STR")
-            elif g == 4:
-                ka("DEC" if tok[-1] == "c" else ("FLOAT" if "." in tok else "INT"))
-            elif g == 9:
-                dropped.append(m.start(9))
-                continue
-            else:
-                ka("USTR")
-            ta(tok)
-            ea(m.end())
-            sa(m.end() - len(tok))
+        if "DROP" in kinds:
+            keep = [i for i, k in enumerate(kinds) if k != "DROP"]
+            dropped = [starts[i] for i, k in enumerate(kinds) if k == "DROP"]
+            kinds = [kinds[i] for i in keep]
+            texts = [texts[i] for i in keep]
+            starts = [starts[i] for i in keep]
+            ends = [ends[i] for i in keep]
         n = len(text)
-        ka("EOF")
-        ta("")
-        sa(n)
-        ea(n)
+        kinds.append("EOF")
+        texts.append("")
+        starts.append(n)
+        ends.append(n)
         self.kinds, self.texts, self.starts, self.ends, self.dropped = kinds, texts, starts, ends, dropped
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a character offset."""
         if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+            # Line i+1 starts one past the end of line i: running sums of (length + 1).
+            lengths = map(len, self.text.split("\n")[:-1])
+            self._line_starts = list(accumulate(map((1).__add__, lengths), initial=0))
         line = bisect_right(self._line_starts, offset)
         return line, offset - self._line_starts[line - 1] + 1
 
