@@ -86,7 +86,7 @@ def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str,
     if b"\x00" in data[:8192]:
         return None, digest, ("binary", where, "contains NUL bytes")
     try:
-        return data.decode("utf-8"), digest, None
+        return data.decode("utf-8-sig"), digest, None  # a leading BOM is not source text
     except UnicodeDecodeError as exc:
         return None, digest, ("not_utf8", where, f"byte {exc.start} is not UTF-8")
 
@@ -105,8 +105,11 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
         return [], [("parse_error", f"{path}:{analysis.error.line}", str(analysis.error))]
     kinds = [c.kind for c in analysis.constructs]
     named = [c for c in analysis.constructs if c.kind != "import"]
-    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    units = [Unit(kind="file", lang=pack.name, source=where, path=path, span=[1, 1, lines, 1],
+    lines = text.split("\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the text ends with a newline
+    units = [Unit(kind="file", lang=pack.name, source=where, path=path,
+                  span=[1, 1, len(lines), len(lines[-1]) + 1],
                   construct=_main_kind(named), name=Path(path).stem,
                   code=text, doc_comment=meta.get("description"),
                   ast_hash=pack.structural_hash(text), frontmatter=meta, constructs=kinds,
