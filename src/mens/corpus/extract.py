@@ -220,6 +220,8 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
             report.drop(reason, where, message)
         if res.units:
             report.counts["files_used"] += 1
+            report.counts[f"files_{res.units[0].lang or 'docs'}" if res.units[0].kind in ("file", "construct")
+                          else "files_docs"] += 1
         for unit in res.units:
             report.counts[f"units_{unit.kind}"] += 1
         units.extend(res.units)

@@ -121,7 +121,7 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
         if unit.lang:
             try:
                 pack = get_pack(unit.lang)
-            except MensError:
+            except (MensError, ImportError, AttributeError):  # unknown grammar, or pack not installed
                 report.drop("unknown_lang", unit.source, f"no language pack {unit.lang!r}")
                 continue
         if unit.kind != "doc_prose" and pack is None:

@@ -49,7 +49,7 @@ def code_of(pair: Pair) -> CodeSample | None:
     if pair.lang:
         try:
             pack = get_pack(pair.lang)
-        except MensError:
+        except (MensError, ImportError, AttributeError):  # unknown grammar, or pack not installed
             raise UnknownLang(pair.lang) from None
     else:
         pack = pack_for_fence(tag)
