@@ -1,0 +1,124 @@
+"""End-to-end runs of `mens train` on tiny models: the CLI and its artifacts, the adapter in
+plain PEFT, learning, resume after an interrupt, `mens status` and `mens probe`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from train_helpers import config, train_args, write_pairs
+
+from mens.train.loop import train
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_pairs(tmp_path_factory.mktemp("pairs") / "data", n=40)
+
+
+def test_cli_train_end_to_end(run_cli, tiny_model_dir, data_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("MENS_QUIET")  # see the warning and the plain progress lines of a pipe
+    run = tmp_path / "run"
+    code, out, err = run_cli(*train_args(tiny_model_dir, data_dir, run, max_steps=3, eval_interval=2,
+                                         upstream_model_id="org/tiny", license="apache-2.0",
+                                         attribution_required=True, val_split=0.1))
+    assert code == 0, err
+    assert f"trained 3 steps" in out and str(run) in out
+    assert "warning: only 40 training pairs" in err
+    assert "step 3/3" in err
+
+    for name in ("adapter_config.json", "adapter_model.safetensors", "training_manifest.json",
+                 "telemetry.jsonl", "tokenizer.json", "MODEL_CARD.md"):
+        assert (run / name).is_file(), name
+    adapter = json.loads((run / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(tiny_model_dir.resolve())
+    m = json.loads((run / "training_manifest.json").read_text())
+    assert m["schema_version"] == "mens.training_manifest.v1" and m["status"] == "completed"
+    assert m["base_model"] == {"path": str(tiny_model_dir.resolve()), "id": str(tiny_model_dir.resolve()),
+                               "config_sha256": m["base_model"]["config_sha256"]}
+    assert len(m["base_model"]["config_sha256"]) == 64
+    assert (m["backend"], m["quantization"], m["dtype"]) == ("qlora", "bnb-nf4-double-quant", "bfloat16")
+    assert m["provenance"] == {"upstream_model_id": "org/tiny", "license": "apache-2.0",
+                               "attribution_required": True}
+    assert m["results"]["steps"] == 3 and m["results"]["final_loss"] > 0 and m["results"]["val_loss"] > 0
+    assert m["data"]["train_pairs"] == 36 and m["data"]["supervised_tokens"] > 0
+    assert m["hyperparameters"]["lora_r"] == 8 and m["preset"] == "tiny"
+    assert m["versions"]["torch"] and m["device"]["type"] == "cpu"
+    events = [json.loads(line) for line in (run / "telemetry.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "train_start" and kinds[-1] == "train_end" and kinds.count("step") == 3
+    assert "eval" in kinds
+    step = next(e for e in events if e["event"] == "step")
+    assert {"ts", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "eta_s", "progress"} <= set(step)
+
+    code, out, _ = run_cli("status", run)
+    assert code == 0 and "completed" in out and "step 3/3" in out and "loss" in out
+    code, out, _ = run_cli("status", run, "--json")
+    assert json.loads(out)["step"] == 3
+
+    # Rerunning the finished run does not train again.
+    code, _, err = run_cli(*train_args(tiny_model_dir, data_dir, run, max_steps=3))
+    assert code == 0 and "already a completed run" in err
+
+
+def test_probe_json(run_cli):
+    code, out, _ = run_cli("probe", "--json")
+    info = json.loads(out)
+    assert code == 0 and info["device"] in ("cpu", "cuda", "mps")
+    assert info["recommended_preset"] in ("cpu", "8g", "16g", "24g", "80g") and info["memory_gb"] > 0
+
+
+@pytest.mark.parametrize("backend", ["lora", "qlora"])
+def test_saved_adapter_loads_in_plain_peft_with_identical_logits(backend, tiny_model_dir, data_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    out = train(config(tiny_model_dir, data_dir, tmp_path / "run", backend=backend, max_steps=2, lr=1e-2))
+    kwargs = {"dtype": torch.float32}
+    if backend == "qlora":
+        kwargs = {"dtype": torch.bfloat16, "device_map": {"": "cpu"}, "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)}
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, **kwargs)
+    loaded = PeftModel.from_pretrained(base, str(tmp_path / "run")).eval()
+    ids = torch.tensor([[5, 17, 42, 99, 3, 250, 7]])
+    with torch.no_grad():
+        mine = out.model.eval()(input_ids=ids).logits
+        theirs = loaded(input_ids=ids).logits
+    assert torch.equal(mine, theirs)
+    # ... and the adapter did change the model.
+    with torch.no_grad(), loaded.disable_adapter():
+        assert not torch.equal(loaded(input_ids=ids).logits, theirs)
+
+
+def test_short_run_learns(tiny_model_dir, tmp_path):
+    data = write_pairs(tmp_path / "data", n=24)
+    out = train(config(tiny_model_dir, data, tmp_path / "run", backend="full", lr=3e-3, max_steps=14,
+                       seq_len=128, warmup_steps=1))
+    first, last = out.losses[0], sum(out.losses[-3:]) / 3
+    assert last < 0.7 * first, out.losses
+    assert out.val_loss < 0.75 * first
+
+
+def test_resume_after_interrupt_reproduces_the_uninterrupted_losses(tiny_model_dir, data_dir, tmp_path):
+    # LoRA dropout on, so the RNG state has to be restored too.
+    common = dict(backend="lora", max_steps=6, lr=5e-3, lora_dropout=0.1, seq_len=128)
+    whole = train(config(tiny_model_dir, data_dir, tmp_path / "whole", **common))
+
+    def ctrl_c_at_3(step: int, loss: float) -> None:
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = tmp_path / "cut"
+    first = train(config(tiny_model_dir, data_dir, run, **common), on_step=ctrl_c_at_3)
+    assert first.status == "interrupted" and first.steps == 3
+    assert (run / "checkpoints" / "step-3" / "optimizer.pt").is_file()
+    assert json.loads((run / "training_manifest.json").read_text())["status"] == "interrupted"
+    second = train(config(tiny_model_dir, data_dir, run, **common))
+    assert second.status == "completed" and second.steps == 6
+    assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
+    assert second.final_loss == pytest.approx(whole.final_loss, rel=1e-6)
