@@ -5,13 +5,15 @@
 Target (DESIGN.md §6): ≥ 1 MB/s of Vox source on one core. The corpus is `examples/vox/**/*.vox`
 repeated until it holds at least `--mb` megabytes. Two shapes are timed: file by file (how the
 corpus stages use the pack; the usual case) and one concatenated text (a worst case for memory).
-Each figure is the best of `--repeat` runs. Prints a table and writes the JSON.
+Each figure is the best of `--repeat` runs. Two clocks: CPU seconds of this process (what one
+core's work costs; the target is judged on it, since a shared machine's wall clock also counts
+time spent waiting for a core) and wall seconds. Prints a table and writes the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import platform
 import sys
 import time
@@ -20,13 +22,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
+def best_of(fn, repeat: int) -> tuple[float, float]:
+    """(best CPU seconds, best wall seconds) over `repeat` runs."""
+    cpu = wall = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        c, w = time.process_time(), time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        cpu = min(cpu, time.process_time() - c)
+        wall = min(wall, time.perf_counter() - w)
+    return cpu, wall
 
 
 def main() -> int:
@@ -77,19 +81,23 @@ def main() -> int:
     ]
     tokens = sum(len(Lexed(s).kinds) for s in sources) * (len(files) // len(sources))
 
+    load = os.getloadavg()[0]
     print(f"Vox parse speed: {mb:.2f} MB, {len(files)} files, ~{tokens:,} tokens, one core, "
-          f"best of {args.repeat}")
-    print(f"| {'what':<42} | {'seconds':>8} | {'MB/s':>6} |")
-    print(f"|{'-' * 44}|{'-' * 10}|{'-' * 8}|")
-    for name, secs in rows:
-        print(f"| {name:<42} | {secs:8.2f} | {mb / secs:6.2f} |")
-    worst = min(mb / secs for name, secs in rows[1:])
-    print(f"slowest parse figure: {worst:.2f} MB/s — target ≥ 1 MB/s: {'met' if worst >= 1 else 'NOT met'}")
+          f"best of {args.repeat}, load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"| {'what':<42} | {'CPU s':>6} | {'MB/s (CPU)':>10} | {'wall s':>6} | {'MB/s (wall)':>11} |")
+    print(f"|{'-' * 44}|{'-' * 8}|{'-' * 12}|{'-' * 8}|{'-' * 13}|")
+    for name, (cpu, wall) in rows:
+        print(f"| {name:<42} | {cpu:6.2f} | {mb / cpu:10.2f} | {wall:6.2f} | {mb / wall:11.2f} |")
+    worst = min(mb / cpu for name, (cpu, wall) in rows[1:])
+    print(f"slowest parse figure: {worst:.2f} MB/s of CPU time — target ≥ 1 MB/s: "
+          f"{'met' if worst >= 1 else 'NOT met'}")
 
     result = {
         "source_mb": round(mb, 3), "files": len(files), "tokens": tokens, "repeat": args.repeat,
-        "results": [{"what": n, "seconds": round(s, 3), "mb_per_s": round(mb / s, 3)} for n, s in rows],
-        "slowest_mb_per_s": round(worst, 3), "target_mb_per_s": 1.0, "met": worst >= 1.0,
+        "results": [{"what": n, "cpu_s": round(c, 3), "mb_per_cpu_s": round(mb / c, 3),
+                     "wall_s": round(w, 3), "mb_per_wall_s": round(mb / w, 3)} for n, (c, w) in rows],
+        "slowest_mb_per_cpu_s": round(worst, 3), "target_mb_per_s": 1.0, "met": worst >= 1.0,
+        "load_average": round(load, 2), "cpus": os.cpu_count(),
         "python": platform.python_version(), "machine": platform.machine(),
     }
     write_json_atomic(args.out, result)
