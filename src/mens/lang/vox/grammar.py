@@ -1,0 +1,94 @@
+"""The Vox grammar's word lists (token kinds that play a role, decorator groups, view-call
+callees) and the parser's error type, shared by the parser modules."""
+
+from __future__ import annotations
+
+
+class VoxParseError(Exception):
+    """A syntax error at a 1-based line and column."""
+
+    def __init__(self, line: int, col: int, message: str, offset: int = 0):
+        super().__init__(f"{line}:{col}: {message}")
+        self.line, self.col, self.message, self.offset = line, col, message, offset
+
+
+NAME = frozenset("ID TY type on state derived effect mount cleanup view component http env to in".split())
+SEG = frozenset(("ID", "TY", "env", "http"))
+BINARY = {"|>": 1, "or": 3, "and": 5, "with": 5, "is": 7, "isnt": 7, "==": 7, "!=": 7,
+          "<": 9, ">": 9, "<=": 9, ">=": 9, "+": 11, "-": 11, "*": 13, "/": 13, "%": 13}
+POSTFIX = frozenset(("(", ".", "["))
+ASSIGN = frozenset(("=", "+=", "-=", "*=", "/="))
+LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR"))
+NO_RETURN_VALUE = frozenset(("NL", "}", "EOF", ","))
+
+FN_DECO_BARE = frozenset("@pure @reactive @remote @deprecated @fuzz @native @training_step".split())
+FN_DECO_OPT = frozenset(("@ai @prompt @subagent @search @hole @inference @uses @webhook @cors "
+                         "@rate_limit @pii @layer @embed @auth @offline_capable @collaborative").split())
+FN_DECO_EXPR = frozenset(("@require", "@invariant", "@ensure"))
+FN_DECO = FN_DECO_BARE | FN_DECO_OPT | FN_DECO_EXPR
+AI_DECOS = frozenset(("@ai", "@prompt", "@subagent", "@search", "@hole"))
+EFFECTS = frozenset("net db fs env clock random nothing mcp".split())
+
+PRIMITIVES = frozenset(("stack column row wrap text heading link image button panel card list "
+                        "list_item route_outlet overlay toast drawer modal").split())
+# HTML tags usable as view calls (`div` deliberately is not one, as in the reference).
+HTML_TAGS = frozenset(("a abbr article aside audio b blockquote br canvas caption circle code "
+                       "details dialog em fieldset figcaption figure footer form g h1 h2 h3 h4 h5 "
+                       "h6 header hr i iframe img input label legend li line main nav ol option "
+                       "p path polygon polyline pre rect section select small source span strong "
+                       "sub summary sup svg table tbody td textarea tfoot th thead tr ul video").split())
+FORM_FLAGS = frozenset(("required", "optional", "hidden"))
+FORM_ARG = {"label": "STR", "pattern": "STR", "max_len": "INT", "min_len": "INT"}
+
+# What starts a declaration in script mode (everything else is a top-level statement).
+SCRIPT_DECL = frozenset(("import component @loading @test @v0 @endpoint @forall @scheduled @tool "
+                         "@mcp.tool @resource @mcp.resource fn pub type actor workflow activity "
+                         "@table @index async").split())
+
+RETIRED_DECORATORS = {
+    "server": "`@server` is retired; use @endpoint(kind: server)",
+    "query": "`@query` is retired; use @endpoint(kind: query)",
+    "mutation": "`@mutation` is retired; use @endpoint(kind: mutation)",
+    "llm": "`@llm` is retired; use @ai",
+}
+
+
+def _describe(kind: str, text: str) -> str:
+    if kind == "NL":
+        return "newline"
+    if kind == "ID":
+        return f"identifier '{text}'"
+    if kind == "TY":
+        return f"name '{text}'"
+    if kind in ("INT", "FLOAT", "DEC"):
+        return f"number {text}"
+    if kind == "STR":
+        return "string"
+    if kind[0] == "@":
+        return f"decorator '{kind}'"
+    if kind[0].isalpha():
+        return f"keyword '{kind}'"
+    return f"'{kind}'"
+
+
+RETIRED_FORMS = {
+    "http": "top-level `http` routes are retired; use @endpoint(kind: …) functions",
+    "agent": "`agent` declarations are retired; use actor, workflow or @ai functions",
+    "env": "`env` blocks are retired; read settings with env.get(\"NAME\")",
+    "<": "angle-bracket JSX is not Vox; write view calls such as Column() { Text(value = \"hi\") }",
+    "@component": "`@component fn` is retired; declare `component Name(…) { … }`",
+}
+EXPR_HINTS = {
+    "<": "angle-bracket JSX is not Vox; write view calls",
+}
+STMT_HINTS = {
+    "+": "an operator cannot start a line; keep it on the line of its left operand",
+    "*": "an operator cannot start a line; keep it on the line of its left operand",
+    "/": "an operator cannot start a line; keep it on the line of its left operand",
+    "and": "an operator cannot start a line; keep it on the line of its left operand",
+    "or": "an operator cannot start a line; keep it on the line of its left operand",
+    "|>": "an operator cannot start a line; keep it on the line of its left operand",
+    ".": "'.' must be on the same line as the expression before it ('?' ends a postfix chain)",
+    "<": "angle-bracket JSX is not Vox; write view calls",
+    "fn": "named functions are declared at top level",
+}

@@ -1,0 +1,111 @@
+"""UI declarations: components (state, derived, effects, lifecycle hooks, view, style blocks)
+and fragments. A mixin of `parser.Parser` (it uses its helpers)."""
+
+from __future__ import annotations
+
+from mens.lang.vox import ast as A
+
+
+class UIParser:
+    def component(self):
+        self.i += 1
+        name = self.name("a component name")
+        self.expect("(", "'(' after the component name")
+        params = self.params()
+        self.skip_nl()
+        self.expect("{", "'{' to start the component body")
+        k = self.k
+        members = []
+        while True:
+            self.skip_nl()
+            if k[self.i] == "}":
+                self.i += 1
+                break
+            if k[self.i] == "EOF":
+                self.fail("'}' to close the component")
+            members.append(self.member())
+        styles = []
+        while True:
+            j = self.i
+            while k[j] == "NL":
+                j += 1
+            if k[j] == "ID" and self.t[j] in ("style", "raw_css") and k[j + 1] == "{":
+                self.i = j + 2
+                styles.append(self.style_rules())
+            else:
+                break
+        return A.Component(0, 0, name, params, members, styles)
+
+    def style_rules(self) -> list[str]:
+        k = self.k
+        classes = []
+        while True:
+            self.skip_nl()
+            if k[self.i] == "}":
+                self.i += 1
+                return classes
+            self.expect(".", "'.' and a class name, or '}'")
+            classes.append(self.name("a class name"))
+            self.expect("{", "'{' after the class name")
+            while True:
+                self.skip_sep()
+                if k[self.i] == "}":
+                    self.i += 1
+                    break
+                self.expect("ID", "a style property or '}'")
+                self.expect(":", "':' after the style property")
+                self.expect("STR", "a string value")
+
+    def member(self):
+        k, i = self.k, self.i
+        t = k[i]
+        if t == "state" or t == "derived":
+            self.i += 1
+            name = self.name(f"a name after '{t}'")
+            typ = None
+            if k[self.i] == ":":
+                self.i += 1
+                typ = self.type_()
+            self.expect("=", f"'=' after the {t} name")
+            value = self.expr()
+            return A.ComponentMember(self.s[i], self.e[self.i - 1], t, name, typ, value)
+        if t == "effect":
+            self.i += 1
+            deps = []
+            if self.is_word("depends_on"):
+                self.i += 1
+                self.expect("(", "'(' after depends_on")
+                if k[self.i] != ")":
+                    deps.append(self.name("a name"))
+                    while k[self.i] == ",":
+                        self.i += 1
+                        deps.append(self.name("a name"))
+                self.expect(")", "')' after the dependencies")
+            self.expect(":", "':' after 'effect'")
+            body = self.block() if k[self.i] == "{" else self.expr()
+            return A.ComponentMember(self.s[i], self.e[self.i - 1], "effect", None, None, body, deps)
+        if t == "on" and k[i + 1] in ("mount", "cleanup"):
+            self.i += 2
+            self.expect(":", f"':' after 'on {k[i + 1]}'")
+            body = self.block() if k[self.i] == "{" else self.expr()
+            return A.ComponentMember(self.s[i], self.e[self.i - 1], k[i + 1], None, None, body)
+        if t == "on":
+            self.fail("'mount' or 'cleanup' after 'on'", i=i + 1)
+        if t == "view":
+            self.i += 1
+            self.expect(":", "':' after 'view'")
+            value = self.expr()
+            return A.ComponentMember(self.s[i], self.e[self.i - 1], "view", None, None, value)
+        return self.stmt()
+
+    def fragment(self):
+        self.i += 1
+        name = self.name("a fragment name")
+        self.expect("(", "'(' after the fragment name")
+        params = self.params()
+        self.skip_nl()
+        self.expect("{", "'{' to start the fragment body")
+        body = self.expr()
+        self.skip_nl()
+        self.expect("}", "'}' after the fragment's view expression")
+        return A.Decl(0, 0, "fragment", name, params, body)
