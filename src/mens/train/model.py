@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,7 +128,10 @@ def attach_adapters(model, cfg: TrainConfig, base: BaseModelInfo):
                       target_modules=cfg.target_modules, use_dora=cfg.dora, bias="none",
                       task_type="CAUSAL_LM")
     try:
-        model = get_peft_model(model, lcfg)
+        with warnings.catch_warnings():
+            # PEFT asks transformers for a deprecated attribute; the warning is theirs, not the user's.
+            warnings.simplefilter("ignore", FutureWarning)
+            model = get_peft_model(model, lcfg)
     except ValueError as err:
         raise MensError(f"cannot attach adapters: {str(err).splitlines()[0][:200]}", "--target-modules",
                         "name linear layers the model has, or use all-linear") from None

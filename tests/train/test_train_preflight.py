@@ -1,0 +1,117 @@
+"""Every preflight check of `mens train` fails fast with one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from train_helpers import train_args, write_pairs
+
+
+def _one_line_error(code: int, err: str, *needles: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip() and "warning" not in line]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("mens: error: "), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_pairs(tmp_path_factory.mktemp("pf") / "data", n=8)
+
+
+def _copy_model(src, dst, drop=()):
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*drop))
+    return dst
+
+
+def test_data_dir_missing(run_cli, tiny_model_dir, tmp_path):
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, tmp_path / "nope", tmp_path / "run"))[::2],
+                    "data directory not found")
+
+
+def test_train_jsonl_missing(run_cli, tiny_model_dir, tmp_path):
+    (tmp_path / "data").mkdir()
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, tmp_path / "data", tmp_path / "run"))[::2],
+                    "no train.jsonl")
+
+
+def test_train_jsonl_empty(run_cli, tiny_model_dir, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("\n\n")
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, tmp_path / "data", tmp_path / "run"))[::2],
+                    "no training pairs")
+
+
+def test_train_jsonl_malformed_names_file_and_line(run_cli, tiny_model_dir, tmp_path):
+    data = write_pairs(tmp_path / "data", n=3)
+    with (data / "train.jsonl").open("a") as fh:
+        fh.write('{"prompt": "x", "response": \n')
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data, tmp_path / "run"))[::2],
+                    "malformed JSON", "train.jsonl:4")
+
+
+def test_model_dir_without_config(run_cli, tiny_model_dir, data_dir, tmp_path):
+    model = _copy_model(tiny_model_dir, tmp_path / "m", drop=("config.json",))
+    _one_line_error(*run_cli(*train_args(model, data_dir, tmp_path / "run"))[::2], "no config.json")
+
+
+def test_model_dir_without_tokenizer(run_cli, tiny_model_dir, data_dir, tmp_path):
+    model = _copy_model(tiny_model_dir, tmp_path / "m", drop=("tokenizer*", "special_tokens_map.json",
+                                                              "chat_template.jinja", "vocab.json", "merges.txt"))
+    _one_line_error(*run_cli(*train_args(model, data_dir, tmp_path / "run"))[::2], "no tokenizer")
+
+
+def test_tokenizer_model_vocab_mismatch(run_cli, tiny_model_dir, data_dir, tmp_path):
+    model = _copy_model(tiny_model_dir, tmp_path / "m")
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["vocab_size"] = 100
+    (model / "config.json").write_text(json.dumps(cfg))
+    _one_line_error(*run_cli(*train_args(model, data_dir, tmp_path / "run"))[::2],
+                    "tokenizer has", "vocabulary is 100")
+
+
+def test_first_forward_not_finite(run_cli, tiny_model_dir, data_dir, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model = _copy_model(tiny_model_dir, tmp_path / "m")
+    weights = load_file(str(model / "model.safetensors"))
+    name = next(k for k in weights if "layers.0.mlp.down_proj" in k)
+    weights[name].fill_(float("nan"))
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    _one_line_error(*run_cli(*train_args(model, data_dir, tmp_path / "run", backend="lora"))[::2],
+                    "non-finite loss")
+
+
+def test_seq_len_beyond_model_positions(run_cli, tiny_model_dir, data_dir, tmp_path):
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "run", seq_len=4096))[::2],
+                    "beyond the model's 512 positions")
+
+
+def test_impossible_preset_for_device(run_cli, tiny_model_dir, data_dir, tmp_path):
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "run", preset="80g"))[::2],
+                    "preset 80g needs")
+
+
+def test_output_dir_that_is_not_a_run(run_cli, tiny_model_dir, data_dir, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "precious.txt").write_text("mine")
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "run"))[::2],
+                    "not a mens run")
+
+
+def test_hub_id_offline(run_cli, data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _one_line_error(*run_cli(*train_args("no-such-org/no-such-model", data_dir, tmp_path / "run"))[::2],
+                    "hub is offline")
+
+
+def test_bad_flags_and_config(run_cli, tiny_model_dir, data_dir, tmp_path):
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "r1", lora_dropout=1.5))[::2],
+                    "lora_dropout")
+    (tmp_path / "c.yaml").write_text("lora_rank: 8\n")
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "r2", config=tmp_path / "c.yaml"))[::2],
+                    "unknown config key(s): lora_rank")
