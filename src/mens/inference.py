@@ -85,7 +85,7 @@ def _check_source(path_or_id: str) -> None:
             raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
                             "give a run dir, a merged model dir or a hub id")
         return
-    looks_like_path = path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") != 1
+    looks_like_path = path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") > 1
     if looks_like_path:
         raise MensError("model path not found", path_or_id, "check the path")
     if os.environ.get("HF_HUB_OFFLINE") == "1":

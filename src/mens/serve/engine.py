@@ -86,6 +86,7 @@ class Engine:
         self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
                       "max_batch_size": 0, "rejected_queue_full": 0, "grammar_rejections": 0,
                       "grammar_fallbacks": 0, "batch_size_histogram": Counter()}
+        self._stats_lock = threading.Lock()  # the histogram is read by the server thread
         self._waiting: deque[Request] = deque()
         self._cond = threading.Condition()
         self._stop = False
@@ -110,8 +111,9 @@ class Engine:
         self._thread.join(timeout=10)
 
     def snapshot(self) -> dict:
-        s = dict(self.stats)
-        hist = s.pop("batch_size_histogram")
+        with self._stats_lock:
+            s = dict(self.stats)
+            hist = Counter(s.pop("batch_size_histogram"))
         s["batch_size_histogram"] = {str(k): v for k, v in sorted(hist.items())}
         steps = sum(hist.values())
         s["mean_batch_size"] = round(sum(k * v for k, v in hist.items()) / steps, 3) if steps else 0.0
@@ -198,7 +200,8 @@ class Engine:
                             past_key_values=cache,
                             cache_position=torch.tensor([mask.shape[1] - 1], device=self.device))
         self.stats["decode_steps"] += 1
-        self.stats["batch_size_histogram"][len(seqs)] += 1
+        with self._stats_lock:
+            self.stats["batch_size_histogram"][len(seqs)] += 1
         self.stats["max_batch_size"] = max(self.stats["max_batch_size"], len(seqs))
         self._sample(seqs, out.logits[:, -1, :])
         return out.past_key_values, mask
