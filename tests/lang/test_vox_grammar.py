@@ -86,7 +86,7 @@ def test_arrow_return_type_is_deprecated_but_accepted():
     "fn f(cb: fn(int, str) to bool, g: fn()) {}",
     "let X = 1\nlet mut y: int = 2\nlet Z: dec = 1.5dec",
     "import a.b.c, d/e as f, g as { h, i as j }\nimport react X from \"x\"\nimport rust:serde(version: \"1\") as s",
-    "type P { x: int, y: int }\ntype Q {\n  a: str\n  b: List[str],\n}",
+    "type P { x: int, y: int }\ntype Q {\n  a: str\n  b: List[str],\n}\ntype R { a: int b: int }",
     "type T = | A | B(x: int) | C(x: int, y: str,)\ntype U =\n    | V\n    | W(w: Option[int])",
     "type Empty =",
     "@table type Note { title: str }\n@index Note.by_title on (title)\n@index Note.all on ()",

@@ -68,7 +68,10 @@ def test_viable_prefix():
     cut = src.index("return Ok(db.Todo")
     assert PACK.viable_prefix(src[:cut])
     assert PACK.viable_prefix("fn f() {\n    let s = \"unfinished")
-    assert PACK.viable_prefix("fn f() {}\n@endp")
+    assert PACK.viable_prefix("fn f() {}\n@endp")               # a decorator being typed
+    assert PACK.viable_prefix("@endpoint(kind: que")             # a word being typed
+    assert PACK.viable_prefix("fn m() { match x { A =")          # '=' of '=>'
+    assert not PACK.viable_prefix("type A = B")
     assert PACK.viable_prefix(src)
     assert not PACK.viable_prefix("fn f() { return (1 +\n")
     assert not PACK.viable_prefix("@server fn s() {")

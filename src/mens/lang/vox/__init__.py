@@ -6,7 +6,7 @@ import hashlib
 import re
 
 from mens.lang.base import Analysis, Construct, Diagnostic, LanguagePack, Span
-from mens.lang.vox.lexer import DECORATORS, Lexed, tokenize
+from mens.lang.vox.lexer import DECORATORS, KEYWORDS, Lexed, tokenize
 from mens.lang.vox.meta import DocFinder, metadata
 from mens.lang.vox.parser import Parser, VoxParseError, gc_paused, parse
 from mens.lang.vox.taxonomy import TAXONOMY, classify
@@ -20,6 +20,16 @@ _DROPPED_HINT = {
     "@": "unknown decorator",
 }
 _PARTIAL_DECO = re.compile(r"@[a-z_.0-9]*\Z")
+_PARTIAL_WORD = re.compile(r"(?<![A-Za-z0-9_@.])[A-Za-z_][A-Za-z0-9_]*\Z")
+# Words a prefix may be heading for: keywords and the contextual words of vox-syntax.md.
+_WORDS = sorted(set(KEYWORDS) | set((
+    "routes url state_machine partial terminal from any as rust react uses key style raw_css field "
+    "on_submit loader pending kind fallback version query mutation server depends_on light dark "
+    "family color spacing radius shadow font not_found error required optional hidden label "
+    "pattern max_len min_len range default success_redirect error_message net db fs clock random "
+    "nothing mcp").split()))
+_OPERATOR_TAILS = {"-": (">", "="), "=": (">", "="), "|": (">",), "<": ("=",), ">": ("=",),
+                   "!": ("=",), "+": ("=",), "*": ("=",), "/": ("=",)}
 
 
 def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
@@ -29,6 +39,21 @@ def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
         hint = _DROPPED_HINT.get(ch, "not a Vox token")
         out.append((off, f"dropped character {ch!r} ({hint})"))
     return out
+
+
+def _completions(text: str, limit: int = 8) -> list[str]:
+    """Ways to finish the token `text` ends in, for viable_prefix."""
+    out: list[str] = []
+    m = _PARTIAL_DECO.search(text)
+    if m:
+        out += [d[len(m.group()):] for d in DECORATORS if d.startswith(m.group()) and d != m.group()]
+    else:
+        m = _PARTIAL_WORD.search(text)
+        if m:
+            out += [w[len(m.group()):] for w in _WORDS if w.startswith(m.group()) and w != m.group()]
+        elif text and text[-1] in _OPERATOR_TAILS:
+            out += list(_OPERATOR_TAILS[text[-1]])
+    return out[:limit]
 
 
 class VoxPack(LanguagePack):
@@ -65,14 +90,15 @@ class VoxPack(LanguagePack):
         return Analysis(ok=error is None, error=error, constructs=constructs, warnings=diags)
 
     def viable_prefix(self, text: str) -> bool:
-        """Also viable: text that ends inside a string or a decorator name still being typed."""
+        """True when `text` parses, fails only because it ended, or ends in a word, decorator or
+        operator still being typed (`@endp`, `kind: que`, `=` of `=>`) whose completion would."""
         err = self.check(text)
         if err is None or "end of input" in err.message:
             return True
-        m = _PARTIAL_DECO.search(text)
-        if m and any(d.startswith(m.group()) for d in DECORATORS):
-            err = self.check(text[:m.start()])
-            return err is None or "end of input" in err.message
+        for rest in _completions(text):
+            err = self.check(text + rest)
+            if err is None or "end of input" in err.message:
+                return True
         return False
 
     def structural_hash(self, text: str) -> str:

@@ -105,8 +105,6 @@ class DeclParser:
             fields.append(A.Field(self.s[f0], self.e[self.i - 1], name, typ))
             if k[self.i] == ",":
                 self.i += 1
-            elif k[self.i] not in ("NL", "}"):
-                self.fail("',', newline or '}' after a field")
 
     def type_decl(self, pub: bool = False):
         self.i += 1

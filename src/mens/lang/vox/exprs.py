@@ -278,7 +278,7 @@ class ExprParser:
             self.skip_nl()
         self.expect(")", "')'" if tup else "')' to close the parenthesis")
         if k[self.i] == "=>":
-            if not all(type(x) is A.Name and x.name[0].islower() for x in items):
+            if not all(type(x) is A.Name and not x.name[0].isupper() for x in items):
                 raise self.error("a lambda's parameters must be plain names")
             self.i += 1
             body = self.expr()
