@@ -393,6 +393,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     results.wall_time_s = round(prog.train_seconds, 2)
     results.tokens_per_s = round(prog.supervised_tokens / max(prog.train_seconds, 1e-9), 2)
     results.peak_memory_gb = round(_peak_memory_gb(device), 3)
+    if world > 1:
+        hashes = [None] * world
+        dist.all_gather_object(hashes, _weights_sha256(model))
+        results.rank_weights_sha256 = hashes
     manifest.status = status
     if main_rank:
         if status == "completed":
@@ -409,6 +413,18 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     if world > 1:
         dist.barrier()
     return Outcome(status, run_dir, prog.step, prog.last_loss, val_loss, losses, model)
+
+
+def _weights_sha256(model) -> str:
+    import hashlib
+
+    from mens.train.model import trainable_state
+
+    h = hashlib.sha256()
+    for name, value in sorted(trainable_state(model).items()):
+        h.update(name.encode())
+        h.update(value.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _save_outputs(run_dir: Path, model, tokenizer, backend: str) -> None:

@@ -44,6 +44,8 @@ class Results:
     tokens_per_s: float | None = None        # supervised tokens per second of training
     peak_memory_gb: float | None = None
     wall_time_s: float = 0.0
+    # data-parallel runs: a hash of each rank's trainable weights (all equal = ranks in sync)
+    rank_weights_sha256: list[str] | None = None
 
 
 @dataclass
