@@ -174,3 +174,16 @@ def test_cli_constructs(run_cli):
     cons = data["files"][0]["constructs"]
     assert cons[0]["kind"] == "function" and cons[0]["name"] == "summarize"
     assert cons[0]["tags"] == ["ai_function"] and cons[0]["doc"] == "Summarises a note in one sentence."
+
+
+@pytest.mark.parametrize("path", VALID[::3], ids=lambda p: p.name)
+def test_construct_spans_are_ordered_and_reparse(path):
+    text = path.read_text()
+    cons = PACK.analyze(text).constructs
+    for a, b in zip(cons, cons[1:]):
+        assert a.span.end <= b.span.start
+    for c in cons:
+        piece = text[c.span.start:c.span.end]
+        assert piece == piece.strip()
+        again = PACK.analyze(piece).constructs
+        assert [(x.kind, x.name) for x in again] == [(c.kind, c.name)], piece

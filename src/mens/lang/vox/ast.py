@@ -1,5 +1,5 @@
 """Vox AST: slotted dataclasses. Every node records `start`/`end`, 0-based character offsets
-[start, end) into the source; `Module.span(node)` turns them into lines and columns.
+[start, end) into the source; `lexer.Lexed.line_col(offset)` turns them into lines and columns.
 
 The tree keeps what a tool needs to read a program (names, parameters, types, calls and view
 children, patterns, statements); declarations whose inside is pure configuration (forms,
