@@ -69,10 +69,20 @@ def walk(paths: Iterable[str | Path], packs: list[LanguagePack]) -> tuple[list[P
 
 @dataclass
 class FileResult:
+    """One file's outcome. Units travel as JSON lines: serialising in the workers keeps the
+    parent process (which writes them in order) from becoming the bottleneck."""
+
     path: str
     file_hash: str
-    units: list[Unit] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)               # units, one JSON object each
+    kinds: list[tuple[str, str | None]] = field(default_factory=list)  # (kind, lang) per unit
     drops: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, units: list[Unit], drops: list) -> "FileResult":
+        self.lines = [u.to_json() for u in units]
+        self.kinds = [(u.kind, u.lang) for u in units]
+        self.drops = list(drops)
+        return self
 
 
 def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str, str, str] | None]:
@@ -149,16 +159,15 @@ def _extract_one(path_str: str) -> FileResult:
         result.drops.append(drop)
         return result
     if path.suffix.lower() in DOC_EXTENSIONS:
-        result.units, result.drops = doc_units(path_str, text, packs,
-                                               training_only=_WORKER["training_only"], file_hash=digest)
-    else:
-        pack = next(p for p in packs if path.suffix.lower() in p.extensions)
-        result.units, result.drops = source_units(path_str, text, pack, digest)
-    return result
+        return result.add(*doc_units(path_str, text, packs, training_only=_WORKER["training_only"],
+                                     file_hash=digest))
+    pack = next(p for p in packs if path.suffix.lower() in p.extensions)
+    return result.add(*source_units(path_str, text, pack, digest))
 
 
 def _previous_units(out: Path, fingerprint: dict) -> dict[str, list[Unit]]:
-    """Units of the previous output by path, if it was made with the same packs and params."""
+    """Units of the previous output by path, if it was made with the same packs and params.
+    Their JSON comes out the same as it went in, so a reused file's lines are unchanged."""
     old = read_report(out, "extract")
     if not out.is_file() or not old:
         return {}
@@ -193,7 +202,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
     for path in files:
         old = previous.get(str(path))
         if old and old[0].file_hash == text_hash(path.read_bytes()):
-            results[str(path)] = FileResult(str(path), old[0].file_hash, old)
+            results[str(path)] = FileResult(str(path), old[0].file_hash).add(old, [])
             report.counts["files_reused"] += 1
         else:
             todo.append(str(path))
@@ -211,28 +220,26 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
                 for res in pool.map(_extract_one, todo, chunksize=max(1, len(todo) // (workers * 16))):
                     results[res.path] = res
                     bar.advance()
-    units: list[Unit] = []
+    lines: list[str] = []
     hashes: dict[str, str] = {}
     for path in files:
         res = results[str(path)]
         hashes[res.path] = res.file_hash or "huge"
         for reason, where, message in res.drops:
             report.drop(reason, where, message)
-        if res.units:
+        if res.kinds:
+            kind, lang = res.kinds[0]
             report.counts["files_used"] += 1
-            report.counts[f"files_{res.units[0].lang or 'docs'}" if res.units[0].kind in ("file", "construct")
-                          else "files_docs"] += 1
-        for unit in res.units:
-            report.counts[f"units_{unit.kind}"] += 1
-        units.extend(res.units)
-    if not units:
+            report.counts[f"files_{lang}" if kind in ("file", "construct") else "files_docs"] += 1
+        for kind, _ in res.kinds:
+            report.counts[f"units_{kind}"] += 1
+        lines.extend(res.lines)
+    if not lines:
         raise MensError("no units extracted", ", ".join(map(str, paths)),
                         "check the paths, the languages (--lang) and the skip reasons with --debug")
-    report.counts["units"] = len(units)
+    report.counts["units"] = len(lines)
     report.fingerprint = fingerprint_block(hashes, params, packs)
     with atomic_path(out) as tmp:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for unit in units:
-                fh.write(unit.to_json() + "\n")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     report.write()
     return report

@@ -65,7 +65,7 @@ def _prompt_key(pair: Pair) -> str:
 
 
 def check_row(obj: Any, where: str) -> dict[str, Any]:
-    """Schema, language and parse check of one row: {ok, reason, message, key, row}."""
+    """Schema, language and parse check of one row: {ok, reason, message} or {ok, checked, key, line}."""
     try:
         pair = Pair.from_dict(obj, where)
     except MensError as exc:
@@ -86,8 +86,9 @@ def check_row(obj: Any, where: str) -> dict[str, Any]:
         if error is not None:
             return {"ok": False, "reason": "parse_error", "message": str(error)}
         shape, checked = sample.pack.structural_hash(sample.code), True
+    # The row travels back as its JSON line, serialised here in the worker.
     return {"ok": True, "checked": checked, "key": text_hash(shape + "\x00" + _prompt_key(pair)),
-            "row": pair.to_dict()}
+            "line": json.dumps(pair.to_dict(), ensure_ascii=False), "lang": pair.lang}
 
 
 def _check_chunk(chunk: list[tuple[int, Any, str]]) -> list[tuple[int, dict]]:
@@ -119,7 +120,8 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
                     for i, res in part:
                         results[i] = res
                     bar.advance(len(part))
-    kept: list[dict] = []
+    kept: list[str] = []
+    langs: set[str] = set()
     rejected: list[dict] = []
     seen: set[str] = set()
     for (i, obj, where), res in zip(rows, results):
@@ -131,16 +133,15 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
             continue
         seen.add(res["key"])
         report.counts["code_checked" if res["checked"] else "unchecked"] += 1
-        kept.append(res["row"])
+        kept.append(res["line"])
+        if res["lang"]:
+            langs.add(res["lang"])
     report.counts["kept"] = len(kept)
     report.counts["rejected"] = len(rejected) + len(skipped or [])
-    langs = sorted({r.get("lang") for r in kept if isinstance(r.get("lang"), str)})
     report.fingerprint = fingerprint_block([pairs_path], {"strict": strict, "lenient": lenient},
-                                           [get_pack(n) for n in langs])
+                                           [get_pack(n) for n in sorted(langs)])
     with atomic_path(out) as tmp:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for row in kept:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         if quarantine:
             write_jsonl_atomic(quarantine, rejected)
             report.extra["quarantine"] = str(quarantine)
