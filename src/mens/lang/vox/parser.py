@@ -45,6 +45,14 @@ class Parser(DeclParser, UIParser, ExprParser):
         line, col = self.lx.line_col(self.s[i])
         return VoxParseError(line, col, message, self.s[i])
 
+    def unknown_decorator(self, i: int) -> VoxParseError:
+        """The error for an identifier that lost its '@' (an unknown or retired decorator),
+        reported at the '@'."""
+        word = self.t[i]
+        at = self.s[i] - 1
+        line, col = self.lx.line_col(at)
+        return VoxParseError(line, col, RETIRED_DECORATORS.get(word) or f"unknown decorator '@{word}'", at)
+
     def fail(self, what: str, hint: str = "", i: int | None = None):
         i = self.i if i is None else i
         kind = self.k[i]
@@ -186,8 +194,7 @@ class Parser(DeclParser, UIParser, ExprParser):
                 return self.state_machine()
             if self.s[i] == 0 or self.text[self.s[i] - 1] != "@":
                 self.fail("a declaration")
-            retired = RETIRED_DECORATORS.get(word)
-            raise self.error(retired or f"unknown decorator '@{word}'", i)
+            raise self.unknown_decorator(i)
         retired = RETIRED_FORMS.get(t)
         if retired:
             raise self.error(retired, i)
@@ -226,6 +233,8 @@ class Parser(DeclParser, UIParser, ExprParser):
                                          self.text[self.s[a0]:self.e[self.i - 1]]))
             elif d == "@component":
                 raise self.error("`@component fn` is retired; declare `component Name(…) { … }`")
+            elif d == "ID" and self.s[self.i] > 0 and self.text[self.s[self.i] - 1] == "@":
+                raise self.unknown_decorator(self.i)
             else:
                 self.fail("'fn' or a function decorator" if decos else "'fn'")
             self.skip_nl()
