@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from mens.lang import get_pack, pack_for_fence, pack_for_path
 from mens.lang.vox import VoxPack, VoxParseError, parse
+from mens.lang.vox.lexer import Lexed
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = VoxPack()
@@ -99,6 +100,9 @@ def test_parser_raises_only_vox_parse_error(text):
             assert exc.line >= 1 and exc.col >= 1 and exc.message
         a = PACK.analyze(text, script=script)       # never raises at all
         assert a.ok == (a.error is None)
+    lx = Lexed(text)                                 # the lexer never raises; offsets are exact
+    assert all(text[a:b] == t for t, a, b in zip(lx.texts, lx.starts, lx.ends))
+    assert lx.kinds[-1] == "EOF" and all(text[o] for o in lx.dropped)
     PACK.structural_hash(text)
     PACK.metadata(text)
     PACK.viable_prefix(text)
