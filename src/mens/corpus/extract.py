@@ -88,10 +88,13 @@ class FileResult:
 def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str, str, str] | None]:
     """(text, content hash, drop). Huge, binary and non-UTF-8 files come back as a drop."""
     where = f"{path}:1"
-    size = path.stat().st_size
-    if size > max_bytes:
-        return None, "", ("huge", where, f"{size} bytes > {max_bytes}")
-    data = path.read_bytes()
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return None, "", ("huge", where, f"{size} bytes > {max_bytes}")
+        data = path.read_bytes()
+    except OSError as exc:  # permissions, a file removed while we walk, a dangling link
+        return None, "", ("unreadable", where, exc.strerror or str(exc))
     digest = text_hash(data)
     if b"\x00" in data[:8192]:
         return None, digest, ("binary", where, "contains NUL bytes")
@@ -201,7 +204,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
     todo: list[str] = []
     for path in files:
         old = previous.get(str(path))
-        if old and old[0].file_hash == text_hash(path.read_bytes()):
+        if old and path.is_file() and old[0].file_hash == text_hash(path.read_bytes()):
             results[str(path)] = FileResult(str(path), old[0].file_hash).add(old, [])
             report.counts["files_reused"] += 1
         else:
