@@ -114,6 +114,9 @@ def train(cfg: TrainConfig, force_restart: bool = False,
 
     from mens.train import model as builders
     from mens.train.probe import probe
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our progress bar (or plain lines) is the only one
 
     # ---------------------------------------------------------------- distributed setup
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -147,7 +150,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     resume_from = latest_checkpoint(run_dir)
 
     # ---------------------------------------------------------------- preflight: data, model files
-    train_file, pairs, val_pairs, skipped = preflight.check_data(cfg.data_dir, cfg.lenient)
+    if cfg.data_dir is None and cfg.raw_text:
+        train_file, pairs, val_pairs, skipped = None, [], [], []  # raw-text-only pre-training
+    else:
+        train_file, pairs, val_pairs, skipped = preflight.check_data(cfg.data_dir, cfg.lenient)
     base = None
     if cfg.backend != "scratch":
         base = builders.resolve_base(cfg.model)
@@ -190,9 +196,12 @@ def train(cfg: TrainConfig, force_restart: bool = False,
 
         train_examples += raw_examples(raw_text_chunks(cfg.raw_text, tokenizer, cfg.seq_len), stats)
     if not train_examples:
-        raise MensError("no training example has a supervised token left", str(train_file),
+        raise MensError("no training example has a supervised token left", str(train_file or cfg.raw_text),
                         "check --min-rating / --seq-len against the data")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    # Padding is its own attention segment and carries no targets, so its id never matters; a
+    # non-pad id keeps transformers from warning about a missing attention mask.
+    pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id not in (None, tokenizer.pad_token_id) \
+        else ((tokenizer.pad_token_id or 0) + 1) % len(tokenizer)
 
     def batches_of(epoch: int):
         return epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
@@ -224,7 +233,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     with torch.no_grad():
         first = batches_of(0)[0]
         s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
-        preflight.check_finite(float(s) / max(n, 1), f"{cfg.model or 'scratch'} on {train_file}")
+        preflight.check_finite(float(s) / max(n, 1), f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}")
 
     # ---------------------------------------------------------------- resume
     prog = Progress()
@@ -241,8 +250,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         quantization="bnb-nf4-double-quant" if cfg.backend == "qlora" else None,
         dtype=str(dtype).replace("torch.", ""),
         tokenizer={"source": tok_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format},
-        data={"dir": str(Path(cfg.data_dir).resolve()), "train_file": str(train_file.resolve()),
-              "train_sha256": file_sha256(train_file), "train_pairs": len(pairs), "val_pairs": len(val_pairs),
+        data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
+              "train_file": str(train_file.resolve()) if train_file else None,
+              "train_sha256": file_sha256(train_file) if train_file else None,
+              "raw_text": str(Path(cfg.raw_text).resolve()) if cfg.raw_text else None, "train_pairs": len(pairs), "val_pairs": len(val_pairs),
               "val_examples": len(val_examples), "skipped_lines": skipped, **stats.to_dict()},
         hyperparameters=cfg.to_dict(), preset=cfg.preset,
         device={"type": device, "name": info.device_name, "world_size": world, "bf16": info.bf16},
