@@ -225,6 +225,12 @@ def test_precedence_and_associativity():
     assert isinstance(right.right.left, A.Name) and isinstance(right.right.right, A.Unary)
 
 
+def test_lowercase_calls_that_are_not_tags_keep_their_if_body():
+    ok(body("if p() { go() }\nfor row in select(table = \"t\") { use(row) }\nwhile more() { step() }"))
+    # `div` is no view tag: its braces are simply the next child/statement, which still parses.
+    ok("component C() {\n    view: Column() {\n        div(attr_class = \"x\") {\n            Text(value = \"a\")\n        }\n    }\n}")
+
+
 def test_try_binds_tightest_and_view_calls_are_recognised():
     m = parse("fn f() { let v = a + g()?\n Column(gap = 1) { Text(value = \"x\") }\n h(1) }")
     stmts = m.decls[0].body.stmts

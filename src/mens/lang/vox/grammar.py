@@ -31,12 +31,14 @@ EFFECTS = frozenset("net db fs env clock random nothing mcp".split())
 
 PRIMITIVES = frozenset(("stack column row wrap text heading link image button panel card list "
                         "list_item route_outlet overlay toast drawer modal").split())
-# HTML tags usable as view calls (`div` deliberately is not one, as in the reference).
-HTML_TAGS = frozenset(("a abbr article aside audio b blockquote br canvas caption circle code "
-                       "details dialog em fieldset figcaption figure footer form g h1 h2 h3 h4 h5 "
-                       "h6 header hr i iframe img input label legend li line main nav ol option "
-                       "p path polygon polyline pre rect section select small source span strong "
-                       "sub summary sup svg table tbody td textarea tfoot th thead tr ul video").split())
+# HTML tags usable as view calls (`div` deliberately is not one, as in the reference). Kept to
+# names that are unlikely function names: a tag here turns `if name() {` into a view call that
+# swallows the if-body, while a tag missing here still parses in view children and bodies (its
+# `{ … }` is read as the next block), so erring on the short side is the safer mistake.
+HTML_TAGS = frozenset(("input label span table svg path h1 h2 h3 h4 h5 h6 ul ol li img textarea "
+                       "tr td th thead tbody tfoot br hr em strong blockquote figcaption fieldset "
+                       "iframe circle rect polyline polygon nav header footer section article "
+                       "aside form option").split())
 FORM_FLAGS = frozenset(("required", "optional", "hidden"))
 FORM_ARG = {"label": "STR", "pattern": "STR", "max_len": "INT", "min_len": "INT"}
 
