@@ -177,7 +177,7 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
         raise MensError("pipeline config must be a mapping", str(path), "see examples/pipeline.yaml")
     base = path.resolve().parent
     work = Path(str(config.get("work_dir") or "out/pipeline"))
-    work = work if work.is_absolute() else base / work
+    work = (work if work.is_absolute() else base / work).resolve()
     return Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
 
 

@@ -5,7 +5,7 @@ and returns a few key figures for the summary table.
 Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
 
     corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
-    data/mix.yaml  train.jsonl (+ mix report)  eval_results.json
+    data/mix.yaml  train.jsonl (+ mix report)  eval_results.json      pretrain/train.jsonl (scratch.data)
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
 """
@@ -132,14 +132,27 @@ def _eval(ctx: Context) -> dict[str, Any]:
 # ---------------------------------------------------------------- training
 
 def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """`mens train` fields from a config section; paths in it resolved like every config path."""
     flags = dict(defaults)
     flags.update(ctx.section(section))
     flags.setdefault("seed", int(ctx.config.get("seed", 0)))
+    if flags.get("raw_text"):
+        flags["raw_text"] = str(ctx.path(flags["raw_text"]).resolve())
+    if flags.get("data"):
+        flags["data"] = str(ctx.path(flags["data"]).resolve())
     return flags
 
 
 def _scratch_params(ctx: Context) -> dict[str, Any]:
     return _train_flags(ctx, "scratch", {"backend": "scratch", "preset": "tiny"})
+
+
+def _scratch_inputs(ctx: Context) -> list[Path]:
+    """The base's training data: `scratch.data` (a pairs file) when given, else the mix; plus
+    `scratch.raw_text` (a folder of text trained on whole, e.g. the sources)."""
+    p = _scratch_params(ctx)
+    return [Path(p["data"]) if p.get("data") else _p(ctx, "data", "train.jsonl")] + \
+        ([Path(p["raw_text"])] if p.get("raw_text") else [])
 
 
 def _base_source(ctx: Context) -> str:
@@ -156,11 +169,11 @@ def _base_inputs(ctx: Context) -> list[Path]:
     return [p] if ctx.model is None or p.exists() else []  # a hub id: its name is in the params
 
 
-def _run_train(ctx: Context, flags: dict[str, Any], out: Path) -> dict[str, Any]:
+def _run_train(ctx: Context, flags: dict[str, Any], out: Path, data_dir: Path) -> dict[str, Any]:
     from mens.train.config import resolve_config
     from mens.train.loop import train
 
-    flags = {**flags, "data_dir": str(_p(ctx, "data")), "output_dir": str(out)}
+    flags = {**{k: v for k, v in flags.items() if k != "data"}, "data_dir": str(data_dir), "output_dir": str(out)}
     cfg = resolve_config(flags)
     # The pipeline decided this run is stale; a resume would continue the old trajectory.
     outcome = train(cfg, force_restart=True)
@@ -170,11 +183,20 @@ def _run_train(ctx: Context, flags: dict[str, Any], out: Path) -> dict[str, Any]
 
 
 def _scratch(ctx: Context) -> dict[str, Any]:
-    return _run_train(ctx, _scratch_params(ctx), _p(ctx, "base"))
+    from mens.records import atomic_path
+
+    params, data_dir = _scratch_params(ctx), _p(ctx, "data")
+    if params.get("data"):
+        # `mens train` reads DIR/train.jsonl; give the base its own data dir.
+        data_dir = _p(ctx, "pretrain")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with atomic_path(data_dir / "train.jsonl") as tmp:
+            shutil.copyfile(params["data"], tmp)
+    return _run_train(ctx, params, _p(ctx, "base"), data_dir)
 
 
 def _train(ctx: Context) -> dict[str, Any]:
-    return _run_train(ctx, _train_params(ctx), _p(ctx, "run"))
+    return _run_train(ctx, _train_params(ctx), _p(ctx, "run"), _p(ctx, "data"))
 
 
 def _model_files(run: Path) -> list[Path]:
@@ -261,7 +283,7 @@ STAGES: list[Stage] = [
           outputs=lambda c: [_p(c, "data", "train.jsonl")], run=_mix, params=_mix_params, help="weighted mix → train.jsonl"),
     Stage("eval", inputs=lambda c: [_p(c, "data", "train.jsonl")], outputs=lambda c: [_p(c, "data", "eval_results.json")],
           run=_eval, packs=_all_packs, help="corpus parse rate and coverage"),
-    Stage("train-scratch-base", inputs=lambda c: [_p(c, "data", "train.jsonl")],
+    Stage("train-scratch-base", inputs=_scratch_inputs,
           outputs=lambda c: [_p(c, "base", "config.json")], run=_scratch, params=_scratch_params,
           needed=lambda c: f"--model {c.model} is fine-tuned instead" if c.model else None,
           help="tiny model from scratch (VoxTokenizer)"),

@@ -6,9 +6,11 @@ A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric na
 - `eval.*`  — `eval_results.json` (`mens corpus eval`), e.g. `eval.parse_rate`
 - `bench.*` — `benchmark_results.json` (`mens bench`), e.g. `bench.pass_at_1`,
   `bench.by_category.function.pass_at_1`
-- `train.*` — the `results` of `training_manifest.json`, e.g. `train.final_loss`, plus two
-  figures derived from `telemetry.jsonl`: `train.initial_loss` (first logged step loss) and
-  `train.loss_ratio` (final ÷ initial; below 1 means the loss went down).
+- `train.*` — the `results` of `training_manifest.json`, e.g. `train.final_loss`, plus figures
+  derived from the step losses in `telemetry.jsonl`: `train.initial_loss` (first step),
+  `train.early_loss` / `train.late_loss` (mean of the first / last quarter of the steps) and
+  `train.loss_ratio` (late ÷ early; below 1 means the loss went down). Means over a quarter of
+  the run, because one step's loss swings with its batch by more than a short run improves.
 
 A gate whose metric is missing or not a number fails with a message that says which file or key
 was absent: a gate that cannot be checked must never pass silently. A NaN or infinite loss fails
@@ -121,10 +123,13 @@ class MetricSource:
         if results is not None:
             losses = _telemetry_losses(run)
             if losses:
+                q = max(1, len(losses) // 4)
+                early, late = sum(losses[:q]) / q, sum(losses[-q:]) / q
                 results.setdefault("initial_loss", losses[0])
-                final = results.get("final_loss", losses[-1])
-                if isinstance(final, (int, float)) and losses[0] > 0:
-                    results.setdefault("loss_ratio", float(final) / losses[0])
+                results.setdefault("early_loss", early)
+                results.setdefault("late_loss", late)
+                if early > 0:
+                    results.setdefault("loss_ratio", late / early)
         self.docs["train"] = results
 
     def lookup(self, metric: str) -> tuple[float | None, str]:
