@@ -148,6 +148,13 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     if world > 1:
         dist.barrier()
     resume_from = latest_checkpoint(run_dir)
+    if resume_from is not None and previous and main_rank:
+        before = previous.get("hyperparameters", {})
+        changed = sorted(k for k, v in cfg.to_dict().items()
+                         if k in before and before[k] != v and k not in ("output_dir", "log_interval"))
+        if changed:
+            say(f"mens: warning: resuming {run_dir} with changed settings ({', '.join(changed)}); "
+                "the loss curve will not match an uninterrupted run (--force-restart starts over)")
 
     # ---------------------------------------------------------------- preflight: data, model files
     if cfg.data_dir is None and cfg.raw_text:
@@ -166,10 +173,11 @@ def train(cfg: TrainConfig, force_restart: bool = False,
 
     # ---------------------------------------------------------------- model and tokenizer
     torch.manual_seed(cfg.seed)
+    dev = torch.device(f"cuda:{local_rank}" if device == "cuda" else device)
     dtype = builders.compute_dtype(cfg, device, info.bf16)
     scratch_shape = None
     if cfg.backend == "scratch":
-        model, tokenizer, scratch_shape = builders.build_scratch(cfg, device)
+        model, tokenizer, scratch_shape = builders.build_scratch(cfg, dev)
         preflight.check_seq_len(cfg.seq_len, builders.max_positions(model.config), "--scratch-positions")
     else:
         tokenizer = builders.load_tokenizer(base.path or base.id)
@@ -180,10 +188,15 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     except ModuleNotFoundError as err:
         if err.name != "mens.train.speed":
             raise
+        if cfg.gradient_checkpointing == "on":  # the plain library switch until speed.py exists
+            builders.unwrap(model).gradient_checkpointing_enable({"use_reentrant": False})
     else:
         model = optimize_for_training(model, cfg)
     decoder, head = builders.decoder_and_head(model)
-    dev = torch.device(f"cuda:{local_rank}" if device == "cuda" else device)
+    # fp32 master weights (full/scratch) compute in bf16 on a GPU that has it.
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) \
+        if device == "cuda" and info.bf16 and dtype == torch.float32 and cfg.dtype == "auto" \
+        else contextlib.nullcontext
 
     # ---------------------------------------------------------------- data
     if not val_pairs:
@@ -232,7 +245,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     model.train()
     with torch.no_grad():
         first = batches_of(0)[0]
-        s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
+        with amp():
+            s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
         preflight.check_finite(float(s) / max(n, 1), f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}")
 
     # ---------------------------------------------------------------- resume
@@ -282,7 +296,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         total = torch.zeros(2, dtype=torch.float64, device=dev)
         with torch.no_grad(), _dropout_off(model):
             for b in val_batches[rank::world]:
-                s, n = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
+                with amp():
+                    s, n = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
                 total += torch.tensor([float(s), n], dtype=torch.float64, device=dev)
         total = all_sum(total)
         return float(total[0] / total[1]) if total[1] > 0 else None
@@ -323,7 +338,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                 n_window = sum(b.n_supervised for b in step_batches)
                 loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
                 for b in step_batches[rank::world]:
-                    s, _ = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
+                    with amp():
+                        s, _ = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
                     (s / n_window).backward()
                     loss_sum += s.detach().double()
                 if world > 1:
