@@ -132,3 +132,19 @@ def test_accumulated_micro_batches_equal_one_big_batch(tiny_model_dir):
     assert loss_small == pytest.approx(loss_big, rel=1e-5)
     for a, b in zip(g_small, g_big):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_real_qwen2_template_masks_only_assistant_turns():
+    from conftest import SHARED_ASSETS
+    from transformers import AutoTokenizer
+
+    path = SHARED_ASSETS / "qwen2-tokenizer"
+    if not path.is_dir():
+        pytest.skip("shared Qwen2 tokenizer not present")
+    tok = AutoTokenizer.from_pretrained(path)
+    (single, multi), stats = build_examples([PAIRS[0], PAIRS[3]], tok, seq_len=512)
+    assert stats.chat_format == "template"
+    text = tok.decode(single.input_ids)
+    assert text.startswith("<|im_start|>system\nYou are a helpful assistant")  # the template's own start
+    assert tok.decode([t for t in single.labels if t != IGNORE]) == PAIRS[0].response + "<|im_end|>"
+    assert tok.decode([t for t in multi.labels if t != IGNORE]) == "0123<|im_end|>456789<|im_end|>"

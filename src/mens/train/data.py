@@ -101,11 +101,10 @@ def encode_pair(pair: Pair, tokenizer, system_prompt: str | None = None) -> tupl
         raise MensError("the chat template does not render the assistant turn as a suffix",
                         pair.source or "pair", "use a tokenizer with a standard chat template")
     header_start_char = len(_render(tokenizer, msgs[:-1]))
+    # The rendered template is the whole text: templates that want a BOS write it themselves, and
+    # serving renders prompts the same way (apply_chat_template adds no special tokens either).
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is not None and tokenizer.bos_token and not full.startswith(tokenizer.bos_token):
-        ids, offsets = [bos] + ids, [(0, 0)] + offsets
     labels = [IGNORE] * len(ids)
     for j, (start, end) in enumerate(offsets):
         if end > start and any(s <= start < e for s, e in spans):
