@@ -108,6 +108,22 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert "[train-scratch-base] would run: input changed: train.jsonl" in err
 
 
+def test_grammar_change_forces_reextraction_and_model_skips_scratch(project, run_cli, monkeypatch, tiny_model_dir):
+    cfg = project / "pipeline.yaml"
+    code, _, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir)
+    assert code == 0, err
+    st = _stages(err)
+    assert st["train-scratch-base"] == "not" and st["train"] == "done" and st["report"] == "done"
+    manifest = json.loads((project / "work" / "run" / "training_manifest.json").read_text())
+    assert str(tiny_model_dir) in json.dumps(manifest["base_model"])
+
+    from mens.lang import get_pack
+
+    monkeypatch.setattr(type(get_pack("vox")), "grammar_version", "grammar-changed")
+    code, _, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir, "--dry-run")
+    assert code == 0 and "[extract] would run: language pack changed: vox" in err
+
+
 def test_pipeline_stops_at_the_first_failure(project, run_cli):
     (project / "src" / "shapes.vox").unlink()
     (project / "src" / "notes.vox").unlink()

@@ -67,7 +67,7 @@ def _training_section(manifest: dict) -> list[str]:
     rows: list[tuple[str, Any]] = [("base model", _base_model(manifest))]
     if isinstance(base, dict):
         rows += [(f"base model {k}", v) for k, v in base.items() if k not in ("id", "path", "name")]
-    for key in ("method", "mode", "preset", "device", "dtype", "quantization", "seed", "status", "tokenizer"):
+    for key in ("backend", "method", "preset", "device", "dtype", "quantization", "seed", "status", "tokenizer"):
         rows.append((key, manifest.get(key)))
     out += _table(rows)
     hp = manifest.get("hyperparameters") or manifest.get("hyper_parameters") or manifest.get("config")
@@ -165,9 +165,10 @@ def render_card(run_dir: str | Path) -> str:
 
     name = manifest.get("name") or run.name
     lines = [f"# Model card: {name}", ""]
-    lines += [f"A code assistant fine-tuned by `mens` from **{_base_model(manifest)}** on a "
-              "parser-verified instruction corpus. Every figure below is read from the files in "
-              "this run directory; re-render with `mens card RUN`.", ""]
+    origin = ("trained from scratch by `mens`" if manifest.get("backend") == "scratch"
+              else f"fine-tuned by `mens` from **{_base_model(manifest)}**")
+    lines += [f"A code assistant {origin} on a parser-verified instruction corpus. Every figure "
+              "below is read from the files in this run directory; re-render with `mens card RUN`.", ""]
     if not manifest:
         lines += ["_No `training_manifest.json` in this directory: training details are unknown._", ""]
     lines += ["## Intended use", "",

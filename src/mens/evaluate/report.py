@@ -48,6 +48,14 @@ def _series(events: list[dict], key: str, kinds: tuple[str, ...]) -> list[tuple[
     return pts
 
 
+def _moving_average(pts: list[tuple[float, float]], window: int = 0) -> list[tuple[float, float]]:
+    """The trend under a noisy per-step loss: a trailing mean over ~1/10 of the run (>= 3 steps)."""
+    window = window or max(3, len(pts) // 10)
+    if len(pts) < 2 * window:
+        return []
+    return [(pts[i][0], sum(y for _, y in pts[i + 1 - window:i + 1]) / window) for i in range(window - 1, len(pts))]
+
+
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """About n round tick values covering [lo, hi]."""
     if hi <= lo:
@@ -139,7 +147,8 @@ def bar_chart(title: str, bars: list[tuple[str, float]], unit: str = "") -> str:
 def _mix_report(run: Path, manifest: dict) -> dict | None:
     """The mix report of the training data: `<data stem>.mix_report.json` beside the data file."""
     data = manifest.get("data")
-    paths = [d.get("path") for d in (data if isinstance(data, list) else [data]) if isinstance(d, dict)]
+    paths = [d.get("train_file") or d.get("path") or d.get("file")
+             for d in (data if isinstance(data, list) else [data]) if isinstance(d, dict)]
     for p in [*paths, *(run.glob("*.mix_report.json"))]:
         if not p:
             continue
@@ -178,8 +187,9 @@ def render_report(run_dir: str | Path) -> str:
 
     step_kinds = ("step",)
     bench_pts = _series(events, "pass_at_1", ("bench",)) + _series(events, "bench_pass_at_1", ("step", "eval", "bench"))
+    losses = _series(events, "loss", step_kinds)
     charts = [
-        line_chart("loss", {"train loss": _series(events, "loss", step_kinds),
+        line_chart("loss", {"train loss": losses, "smoothed": _moving_average(losses),
                             "val loss": _series(events, "val_loss", ("eval", "step", "epoch_end"))}),
         line_chart("tokens / s", {"tokens/s": _series(events, "tokens_per_s", step_kinds)}),
         line_chart("learning rate", {"lr": _series(events, "lr", step_kinds)}),
