@@ -63,6 +63,7 @@ class _Seq:
     index: int
     generated: list[int] = field(default_factory=list)
     sent: str = ""                     # text already streamed
+    text: str = ""                     # decoded text of `generated`
     generator: torch.Generator | None = None
     pending: int | None = None         # last sampled token, not yet fed to the model
     finish: str | None = None
@@ -71,7 +72,7 @@ class _Seq:
 class Engine:
     def __init__(self, model, tokenizer, *, context_window: int, max_batch: int = 8, queue_size: int = 64,
                  grammar=None, mixed_adapters: bool = False, top_candidates: int = 32,
-                 max_grammar_candidates: int = 4096):
+                 max_grammar_candidates: int = 1024):
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         self.context_window = context_window
@@ -80,6 +81,8 @@ class Engine:
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.top_candidates = top_candidates
         self.max_grammar_candidates = max_grammar_candidates
+        # each token's text, for grammar checks: built once, before the first request waits on it
+        self._pieces: list[str] | None = _token_pieces(tokenizer) if grammar is not None else None
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -243,29 +246,40 @@ class Engine:
 
     def _constrain(self, s: _Seq, token: int, probs: torch.Tensor) -> int:
         """The chosen token if it keeps the code viable, else the most probable one that does:
-        the top candidates first, then ever wider slices of the vocabulary (an end token is
-        always tried too, so complete code can stop)."""
-        order = probs.argsort(descending=True)
+        the top candidates first, then wider slices of the vocabulary (an end token is always
+        tried too, so complete code can stop)."""
         tried: set[int] = set()
-        width = self.top_candidates
-        start = 0
-        while start < order.numel():
-            batch = [token] if not tried else []
-            batch += order[start:start + width].tolist() + self.eos_ids
+        limit = self.top_candidates
+        batch = [token]
+        while True:
             for cand in batch:
                 if cand in tried:
                     continue
                 tried.add(cand)
                 is_eos = cand in self.eos_ids
-                text = self._text(s.generated if is_eos else s.generated + [cand])
+                text = s.text if is_eos else self._candidate_text(s, cand)
                 if self.grammar.allows(text, final=is_eos, prefix=s.req.grammar_prefix):
                     self.stats["grammar_rejections"] += len(tried) - 1
                     return cand
-            start, width = start + width, width * 4
-            if start >= self.max_grammar_candidates:
+            if len(tried) >= min(probs.numel(), self.max_grammar_candidates):
+                break
+            limit = min(limit * 4 if len(tried) > self.top_candidates else limit, self.max_grammar_candidates,
+                        probs.numel())
+            batch = probs.topk(limit).indices.tolist() + self.eos_ids  # topk: no full sort of the vocabulary
+            if all(c in tried for c in batch):
                 break
         self.stats["grammar_fallbacks"] += 1
         return token
+
+    def _candidate_text(self, s: _Seq, cand: int) -> str:
+        """The completion's text with `cand` appended: the known text plus the token's piece, or a
+        full decode where a multi-byte character spans tokens."""
+        if self._pieces is None:
+            self._pieces = _token_pieces(self.tokenizer)
+        piece = self._pieces[cand] if cand < len(self._pieces) else "\ufffd"
+        if "\ufffd" in piece or s.text.endswith("\ufffd"):
+            return self._text(s.generated + [cand])
+        return s.text + piece
 
     def _text(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -280,7 +294,7 @@ class Engine:
             return
         s.generated.append(token)
         s.pending = token
-        text = self._text(s.generated)
+        text = s.text = self._text(s.generated)
         for stop in sp.stop:
             at = text.find(stop, max(0, len(s.sent) - len(stop)))
             if at >= 0:
@@ -340,14 +354,27 @@ def _hold_back(text: str, stops: tuple[str, ...]) -> str:
     return text.rstrip("\ufffd")
 
 
+def _token_pieces(tokenizer) -> list[str]:
+    """Each token's text as it reads after other text. Decoding a token alone can drop a leading
+    space (SentencePiece), so each is decoded after an anchor token and the anchor's text cut off."""
+    anchor = tokenizer("a", add_special_tokens=False).input_ids[-1:]
+    lead = tokenizer.decode(anchor)
+    ids = [anchor + [i] for i in range(len(tokenizer))]
+    backend = getattr(tokenizer, "backend_tokenizer", None)   # fast tokenizers decode the batch in Rust
+    texts = backend.decode_batch(ids, skip_special_tokens=True) if backend is not None \
+        else tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return [t[len(lead):] if t.startswith(lead) else "\ufffd" for t in texts]
+
+
 def _eos_ids(model, tokenizer) -> list[int]:
     ids: list[int] = []
     gen = getattr(model, "generation_config", None)
     if gen is not None and gen.eos_token_id is not None:
         ids += gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
     for tok in (tokenizer.eos_token, "<|im_end|>", "<|endoftext|>"):
-        if tok and tok in tokenizer.get_vocab():
-            ids.append(tokenizer.convert_tokens_to_ids(tok))
+        tid = tokenizer.convert_tokens_to_ids(tok) if tok else None
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.append(tid)
     return list(dict.fromkeys(i for i in ids if i is not None)) or [0]
 
 
