@@ -81,3 +81,14 @@ def test_empty_or_missing_file_is_a_user_error(tmp_path, run_cli):
 ])
 def test_safety_patterns(text, flagged):
     assert bool(safety_flags(text)) is flagged
+
+
+def test_tagged_constructs_count_towards_coverage(tmp_path):
+    from mens.corpus.evaluate import evaluate
+
+    data = tmp_path / "ai.jsonl"
+    code = "@ai\\nfn summarize(text: str) to str"
+    data.write_text('{"prompt": "p", "response": "```vox\\n' + code + '\\n```", "lang": "vox"}\n')
+    res = evaluate(data, tmp_path / "eval.json")
+    assert res["parse_rate"] == 1.0
+    assert "ai_function" in res["constructs_seen"] and "function" in res["constructs_seen"]

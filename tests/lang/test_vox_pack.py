@@ -163,3 +163,9 @@ def test_pathological_inputs_stay_linear_and_safe():
     t = time.perf_counter()
     assert PACK.analyze(long_line).ok
     assert time.perf_counter() - t < 2
+
+
+def test_structural_hash_treats_quote_styles_alike():
+    single, double = "let a = 'it\\'s'", 'let a = "it\'s"'
+    assert PACK.structural_hash(single) == PACK.structural_hash(double)
+    assert PACK.structural_hash("let a = 'x'") != PACK.structural_hash("let a = 'y'")

@@ -122,7 +122,9 @@ def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None 
             if analysis.ok:
                 parsed += 1
                 cat["parsed"] += 1
-                seen[sample.pack.name].update(c.kind for c in analysis.constructs if c.kind in sample.pack.taxonomy)
+                # Tags are taxonomy entries too (an `@ai fn` is a function tagged ai_function).
+                seen[sample.pack.name].update(k for c in analysis.constructs for k in (c.kind, *c.tags)
+                                              if k in sample.pack.taxonomy)
             elif len(failures) < MAX_FAILURES:
                 failures.append({"where": where, "error": str(analysis.error), "kind": "parse",
                                  "category": pair.category, "source": pair.source})

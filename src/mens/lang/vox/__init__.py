@@ -58,6 +58,10 @@ def _completions(text: str, limit: int = 8) -> list[str]:
     return out[:limit]
 
 
+def _canonical_string(token: str) -> str:
+    return "\x01" + token[1:-1].replace("\\'", "'").replace('\\"', '"')
+
+
 class VoxPack(LanguagePack):
     name = "vox"
     extensions = (".vox",)
@@ -107,7 +111,11 @@ class VoxPack(LanguagePack):
         lx = Lexed(text)
         # Token texts without newlines (comments and blanks are not tokens), NUL-separated; the
         # filtering and joining run at C speed (corpus validate hashes every response).
-        kept = compress(lx.texts, map(ne, lx.kinds, repeat("NL")))
+        kept = list(compress(lx.texts, map(ne, lx.kinds, repeat("NL"))))
+        # '…' and "…" mean the same string: hash one canonical spelling (body with the quote
+        # escapes resolved), so copies differing only in quote style dedupe.
+        if "'" in text or '"' in text:
+            kept = [_canonical_string(t) if t[:1] in "'\"" else t for t in kept]
         return hashlib.sha256("\x00".join(kept).encode("utf-8", "surrogatepass")).hexdigest()
 
     def metadata(self, text: str) -> dict:
