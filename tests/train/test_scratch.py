@@ -115,3 +115,48 @@ def test_save_and_load_as_plain_hf_model(tmp_path):
     out = loaded.generate(ids, max_new_tokens=5, do_sample=False)
     assert out.shape[1] > ids.shape[1]
     assert ltok.decode(out[0]).startswith("fn main() {")
+
+
+def _vox_pairs(n: int) -> list[dict]:
+    """Small, regular Vox prompt/response pairs: enough structure for a tiny model to learn fast."""
+    ops = [("add", "+"), ("sub", "-"), ("mul", "*")]
+    rows = []
+    for i in range(n):
+        name, op = ops[i % 3]
+        k = i % 7 + 1
+        rows.append({"prompt": f"Write a Vox function `{name}_{k}` that combines a and b with {op} and {k}.",
+                     "response": f"```vox\nfn {name}_{k}(a: int, b: int) to int {{\n    let c = a {op} b\n"
+                                 f"    return c {op} {k}\n}}\n```"})
+    return rows
+
+
+def test_mens_train_scratch_tiny_end_to_end(tmp_path, run_cli):
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _vox_pairs(42)))
+    code, out, err = run_cli("train", "--backend", "scratch", "--preset", "tiny", "--data-dir", data,
+                             "--output-dir", run, "--max-steps", 40, "--lr", 3e-3, "--warmup-steps", 4,
+                             "--micro-batch", 4, "--eval-interval", 0, "--save-interval", 0, "--device", "cpu")
+    assert code == 0, err
+    events = [json.loads(line) for line in (run / "telemetry.jsonl").read_text().splitlines()]
+    losses = [e["loss"] for e in events if e["event"] == "step"]
+    assert len(losses) == 40
+    first, last = losses[0], sum(losses[-5:]) / 5
+    assert first > 4.0 and last < 0.5 * first, (first, last)  # from ~ln(133) to well below half
+
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    assert manifest["scratch_shape"] == SCRATCH_PRESETS["tiny"].to_dict()  # --preset tiny → tiny shape
+    model = AutoModelForCausalLM.from_pretrained(run)
+    tok = AutoTokenizer.from_pretrained(run)
+    assert model.config.model_type == "gpt2" and model.config.n_layer == 2 and len(tok) == 133
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Write a Vox function `add_3`."}],
+                                     tokenize=False, add_generation_prompt=True)
+    ids = tok(prompt, return_tensors="pt")
+    gen = model.generate(**ids, max_new_tokens=40, do_sample=False)[0, ids["input_ids"].shape[1]:]
+    assert len(gen) > 0 and int(gen.max()) < 133
+    text = tok.decode(gen, skip_special_tokens=True)
+    assert "fn" in text or "```" in text, text  # it has at least picked up the shape of an answer

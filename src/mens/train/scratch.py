@@ -100,7 +100,6 @@ def build_model_and_tokenizer(shape: ScratchShape, seed: int):
         model = GPT2LMHeadModel(gpt2_config(shape))
     model.generation_config = generation_config()
     tokenizer = build_hf_tokenizer()
-    tokenizer.model_max_length = shape.n_positions
     return model, tokenizer
 
 

@@ -119,7 +119,7 @@ def build_hf_tokenizer():
         pad_token=special(PAD), unk_token=special(UNK), bos_token=special(EOS), eos_token=special(IM_END),
         additional_special_tokens=[special(IM_START), special(IM_END)],
         clean_up_tokenization_spaces=False, split_special_tokens=True,
-        model_max_length=512, padding_side="right",
+        padding_side="right",
     )
     fast.chat_template = CHATML_TEMPLATE
     return fast
