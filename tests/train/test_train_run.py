@@ -72,12 +72,14 @@ def test_probe_json(run_cli):
     assert info["recommended_preset"] in ("cpu", "8g", "16g", "24g", "80g") and info["memory_gb"] > 0
 
 
-@pytest.mark.parametrize("backend", ["lora", "qlora"])
+@pytest.mark.parametrize("backend", ["lora", "qlora", "dora"])
 def test_saved_adapter_loads_in_plain_peft_with_identical_logits(backend, tiny_model_dir, data_dir, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    out = train(config(tiny_model_dir, data_dir, tmp_path / "run", backend=backend, max_steps=2, lr=1e-2))
+    flags = {"backend": "lora", "dora": True} if backend == "dora" else {"backend": backend}
+    out = train(config(tiny_model_dir, data_dir, tmp_path / "run", max_steps=2, lr=1e-2, **flags))
+    assert json.loads((tmp_path / "run" / "adapter_config.json").read_text())["use_dora"] == (backend == "dora")
     kwargs = {"dtype": torch.float32}
     if backend == "qlora":
         kwargs = {"dtype": torch.bfloat16, "device_map": {"": "cpu"}, "quantization_config": BitsAndBytesConfig(
@@ -87,9 +89,18 @@ def test_saved_adapter_loads_in_plain_peft_with_identical_logits(backend, tiny_m
     loaded = PeftModel.from_pretrained(base, str(tmp_path / "run")).eval()
     ids = torch.tensor([[5, 17, 42, 99, 3, 250, 7]])
     with torch.no_grad():
-        mine = out.model.eval()(input_ids=ids).logits
-        theirs = loaded(input_ids=ids).logits
-    assert torch.equal(mine, theirs)
+        mine = out.model.eval()(input_ids=ids, use_cache=False).logits
+        theirs = loaded(input_ids=ids, use_cache=False).logits
+    if backend == "qlora":
+        # bitsandbytes' CPU NF4 quantization is not bit-reproducible from one load to the next
+        # (measured: a few packed bytes differ between two loads of the same weights), so the
+        # base differs by quantization noise; the adapter itself must be exactly what trained.
+        trained = {k: v for k, v in out.model.named_parameters() if "lora_" in k}
+        reloaded = dict(loaded.named_parameters())
+        assert trained and all(torch.equal(v, reloaded[k]) for k, v in trained.items())
+        torch.testing.assert_close(mine.float(), theirs.float(), atol=2e-2, rtol=0)
+    else:
+        assert torch.equal(mine, theirs)
     # ... and the adapter did change the model.
     with torch.no_grad(), loaded.disable_adapter():
         assert not torch.equal(loaded(input_ids=ids).logits, theirs)
