@@ -134,12 +134,11 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     preflight.check_preset(cfg.preset, device, info.memory_gb)
 
     # ---------------------------------------------------------------- resume or start over
-    previous = read_manifest(run_dir)
+    previous = None if force_restart else read_manifest(run_dir)
     if force_restart and main_rank:
         for name in _RUN_ARTIFACTS:
             target = run_dir / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-        previous = None
     if previous and previous.get("status") == "completed" and not force_restart:
         say(f"mens: {run_dir} is already a completed run; pass --force-restart to train again")
         res = previous.get("results", {})
