@@ -148,7 +148,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def _rates(items: list[dict], k: int) -> dict[str, float]:
+def _rates(items: list[dict]) -> dict[str, float]:
     samples = [s for it in items for s in it["samples"]]
     ns = max(1, len(samples))
     return {
@@ -178,7 +178,7 @@ def score_bench(tasks: list[BenchTask], responses: list[list[str]], k: int) -> d
     by_cat: dict[str, list[dict]] = {}
     for it in items:
         by_cat.setdefault(it["category"], []).append(it)
-    return {**_rates(items, k), "by_category": {c: _rates(v, k) for c, v in sorted(by_cat.items())},
+    return {**_rates(items), "by_category": {c: _rates(v) for c, v in sorted(by_cat.items())},
             "items": items}
 
 
@@ -210,6 +210,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
     import torch
 
     tokenizer.padding_side = "left"
+    tokenizer.truncation_side = "left"  # an over-long prompt keeps its end: the question
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     window = int(getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 0) or 4096)
@@ -223,7 +224,6 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
     try:
         for b, start in enumerate(range(0, len(texts), batch_size)):
             chunk = texts[start:start + batch_size]
-            tokenizer.truncation_side = "left"  # keep the end of an over-long prompt: the question
             enc = tokenizer(chunk, return_tensors="pt", padding=True, truncation=True, max_length=max_prompt,
                             add_special_tokens=False).to(device)
             new_tokens = max(1, min(max_new_tokens, window - enc["input_ids"].shape[1]))
