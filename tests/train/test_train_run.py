@@ -133,3 +133,17 @@ def test_resume_after_interrupt_reproduces_the_uninterrupted_losses(tiny_model_d
     assert second.status == "completed" and second.steps == 6
     assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
     assert second.final_loss == pytest.approx(whole.final_loss, rel=1e-6)
+
+
+def test_second_ctrl_c_exits_at_once(tiny_model_dir, data_dir, tmp_path):
+    def ctrl_c_twice(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(config(tiny_model_dir, data_dir, run, backend="lora", max_steps=6, seq_len=128), on_step=ctrl_c_twice)
+    assert json.loads((run / "training_manifest.json").read_text())["status"] == "interrupted"
+    assert not (run / "checkpoints").exists()  # no time taken for a checkpoint
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
