@@ -1,4 +1,4 @@
-from run_fixture import make_run
+from evaluate_run_fixture import make_run
 
 from conftest import EXAMPLES
 from mens.evaluate.gates import run_gates

@@ -3,7 +3,7 @@ import math
 import shutil
 
 import pytest
-from run_fixture import make_run
+from evaluate_run_fixture import make_run
 
 from conftest import EXAMPLES
 from mens.evaluate.gates import Gate, check_gates

@@ -5,7 +5,7 @@ import subprocess
 import zlib
 
 import pytest
-from run_fixture import make_run
+from evaluate_run_fixture import make_run
 
 from mens.evaluate.gates import run_gates
 from conftest import EXAMPLES
