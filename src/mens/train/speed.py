@@ -1,0 +1,260 @@
+"""Speed and memory levers applied to a model after its adapters are attached.
+
+`optimize_for_training(model, cfg)` is called once by the model builder; `split_for_memory`
+by the loop for each micro-batch. The LM head + cross-entropy lever lives in
+`mens.train.loss`. Each lever says what it bought, measured on this project's benchmark
+(`bench/train_vs_trl.py`, Qwen2.5-0.5B shape, QLoRA, 2-core CPU; see docs/performance.md).
+
+1. Lean LoRA (`_LoraDelta`): PEFT's LoRA forward upcasts the layer input to fp32 for every
+   adapted module (7 per decoder layer), draws its dropout mask with `nn.Dropout` and lets
+   autograd keep the fp32 input, the dropped fp32 copy and the mask: ~9 bytes per input
+   element per module. Here the adapter runs in the input's dtype (bf16 under QLoRA, the
+   same arithmetic TRL's bf16 autocast uses), the mask comes from 16-bit random integers
+   (5x cheaper than `bernoulli_`/`F.dropout` on CPU) and only a bool mask plus the [N, r]
+   bottleneck are saved: the input itself is shared with the base layer. Measured per step,
+   4-layer cut: the dropout/cast/copy share of the profile fell from ~30 % to a few %.
+2. Micro-batch splitting (`split_for_memory`): on CPU the matmuls already saturate the cores
+   at a few hundred rows, so a packed micro-batch is run row by row (forward + backward per
+   row, gradients accumulate; the loss is divided by the whole window's supervised tokens, so
+   the result is the same gradient). Activation memory drops by the micro-batch size at
+   almost no cost in throughput; no recomputation, unlike activation checkpointing.
+3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
+   when the estimated activations of one pass would not fit in half the free memory: it
+   recomputes every layer's forward (about +40 % time), so it is the last resort.
+4. Flat NF4 scales (`flatten_double_quant`): with double quantisation every dequantisation
+   (forward and backward of every layer, every pass) first dequantises the 8-bit block scales
+   through bitsandbytes' generic path; measured on a 4864x896 weight, 2 cores: 56 ms nested vs
+   14 ms flat per dequantisation, against 66 ms for the 2,048-row matmul it feeds. The scales
+   are dequantised once at load into fp32 (the very values double quantisation yields, so the
+   weights and every result are bit-identical); costs 4 bytes per 64 weights (22 MB at 0.5B).
+5. No KV cache during training (`use_cache=False`): the cache is never read in training but
+   transformers would still build it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch import nn
+
+DEFAULT_CPU_TOKENS_PER_PASS = 512
+
+
+# ---------------------------------------------------------------- entry point
+
+def optimize_for_training(model, cfg):
+    """Apply the levers in place; returns the model (same object)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(inner, "config", None) is not None:
+        inner.config.use_cache = False
+    device = _device_of(model)
+    if device.type == "cpu":
+        _cpu_threads()
+    flatten_double_quant(model)
+    lean_lora(model)
+    mode = getattr(cfg, "gradient_checkpointing", "auto")
+    if mode == "on" or (mode == "auto" and _activations_too_big(inner, cfg, device)):
+        enable_checkpointing(inner)
+    return model
+
+
+def _device_of(model) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def _cpu_threads() -> None:
+    # torch defaults to one thread per logical CPU; on SMT machines the second hyper-thread
+    # only adds contention to AMX/AVX-512 matmuls. Respect an explicit OMP_NUM_THREADS.
+    if os.environ.get("OMP_NUM_THREADS"):
+        return
+    try:
+        physical = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        physical = os.cpu_count() or 1
+    torch.set_num_threads(max(1, physical))
+
+
+# ---------------------------------------------------------------- lever 1: lean LoRA
+
+_DROP_SCALE = 32768  # mask from int16 random_ in [0, 2**15): p is exact to 1/32768
+
+
+class _LoraDelta(torch.autograd.Function):
+    """scale * B(A(dropout(x))) computed in x's dtype, saving a bool mask and the [N, r]
+    bottleneck instead of fp32 copies of x."""
+
+    @staticmethod
+    def forward(ctx, x, weight_a, weight_b, scale, p):
+        flat = x.reshape(-1, x.shape[-1])
+        a = weight_a.to(flat.dtype)
+        b = weight_b.to(flat.dtype)
+        keep = None
+        if p > 0:
+            keep = torch.empty(flat.shape, dtype=torch.int16, device=flat.device).random_()
+            keep = keep >= int(round(p * _DROP_SCALE))
+            scale = scale / (1.0 - p)
+            dropped = flat * keep
+        else:
+            dropped = flat
+        low = dropped @ a.t()
+        out = (low @ b.t()).mul_(scale)
+        ctx.save_for_backward(flat, keep, low, weight_a, weight_b)
+        ctx.scale = scale
+        ctx.in_shape = x.shape
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        flat, keep, low, weight_a, weight_b = ctx.saved_tensors
+        g = grad_out.reshape(-1, grad_out.shape[-1]).to(flat.dtype) * ctx.scale
+        b = weight_b.to(flat.dtype)
+        grad_b = (g.t() @ low).to(weight_b.dtype)
+        g_low = g @ b
+        del g
+        dropped = flat * keep if keep is not None else flat
+        grad_a = (g_low.t() @ dropped).to(weight_a.dtype)
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            grad_x = g_low @ weight_a.to(flat.dtype)
+            if keep is not None:
+                grad_x.mul_(keep)
+            grad_x = grad_x.view(ctx.in_shape)
+        return grad_x, grad_a, grad_b, None, None
+
+
+def _lean_forward(self, x, *args, **kwargs):
+    """Instance forward for a vanilla PEFT LoRA layer; anything unusual (DoRA, merged,
+    disabled or mixed adapters) takes PEFT's own path."""
+    active = self.active_adapters
+    if (kwargs.get("adapter_names") is not None or self.disable_adapters or self.merged
+            or len(active) != 1 or active[0] in getattr(self, "lora_variant", {})
+            or active[0] not in self.lora_A or getattr(self, "lora_bias", {}).get(active[0], False)):
+        return type(self).forward(self, x, *args, **kwargs)
+    name = active[0]
+    result = self.base_layer(x, *args, **kwargs)
+    drop = self.lora_dropout[name]
+    p = float(drop.p) if isinstance(drop, nn.Dropout) and drop.training else 0.0
+    delta = _LoraDelta.apply(x.to(result.dtype), self.lora_A[name].weight, self.lora_B[name].weight,
+                             float(self.scaling[name]), p)
+    return result + delta
+
+
+def lean_lora(model) -> int:
+    """Route every vanilla LoRA Linear through `_LoraDelta`; returns how many were patched."""
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:  # pragma: no cover - peft is a runtime dependency
+        return 0
+    patched = 0
+    for module in model.modules():
+        if not isinstance(module, LoraLayer) or not hasattr(module, "lora_A"):
+            continue
+        if getattr(module, "use_dora", {}) and any(module.use_dora.values()):
+            continue
+        if not all(isinstance(module.lora_A[k], nn.Linear) for k in module.lora_A):
+            continue  # conv / embedding adapters keep PEFT's forward
+        module.forward = _lean_forward.__get__(module)
+        patched += 1
+    return patched
+
+
+# ---------------------------------------------------------------- lever 4: flat NF4 scales
+
+def flatten_double_quant(model) -> int:
+    """Replace each nested (double-quantised) NF4 quant state's 8-bit absmax by its fp32
+    dequantisation; returns how many weights were flattened."""
+    try:
+        import bitsandbytes.functional as bnbf
+    except ImportError:
+        return 0
+    flattened = 0
+    for module in model.modules():
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if state is None or not getattr(state, "nested", False):
+            continue
+        absmax = bnbf.dequantize_blockwise(state.absmax, state.state2)
+        absmax += state.offset
+        state.absmax = absmax.float()
+        state.state2, state.offset, state.nested = None, None, False
+        flattened += 1
+    return flattened
+
+
+# ---------------------------------------------------------------- lever 2: micro-batch splitting
+
+def tokens_per_pass(cfg, device: torch.device | str) -> int | None:
+    """How many tokens one forward/backward pass may hold; None = the whole micro-batch."""
+    explicit = getattr(cfg, "tokens_per_pass", None)
+    if explicit:
+        return int(explicit)
+    if torch.device(device).type == "cpu":
+        return max(DEFAULT_CPU_TOKENS_PER_PASS, int(getattr(cfg, "seq_len", 0) or 0))
+    return None
+
+
+def split_for_memory(batch, cfg, device) -> list:
+    """The micro-batch as consecutive row groups of at most `tokens_per_pass` tokens, each with
+    its padding trimmed. Summing the group losses gives the micro-batch loss exactly."""
+    budget = tokens_per_pass(cfg, device)
+    rows, width = batch.input_ids.shape
+    if budget is None or rows * width <= budget or rows == 1:
+        return [batch]
+    from mens.train.data import Batch, IGNORE
+
+    per = max(1, budget // width)
+    parts = []
+    for start in range(0, rows, per):
+        ids = batch.input_ids[start:start + per]
+        pos = batch.position_ids[start:start + per]
+        tgt = batch.targets[start:start + per]
+        # Trailing columns that are padding in every row of the group carry no loss and are
+        # attended by nothing real (padding is its own segment): drop them.
+        live = (tgt != IGNORE).any(0).nonzero()
+        end = int(live.max()) + 2 if len(live) else 1
+        end = min(end, width)
+        parts.append(Batch(ids[:, :end], pos[:, :end], tgt[:, :end],
+                           int((tgt != IGNORE).sum()), int(ids.shape[0] * end)))
+    return parts
+
+
+# ---------------------------------------------------------------- lever 3: checkpointing
+
+# Saved activations per token per decoder layer with lean LoRA, in units of hidden-size
+# elements of the compute dtype (measured with torch.autograd.graph.saved_tensors_hooks on the
+# Qwen2 shape: ~10 hidden-widths for attention + norms, 4 intermediate-widths for the MLP).
+def _activations_too_big(inner, cfg, device: torch.device) -> bool:
+    conf = getattr(inner, "config", None)
+    hidden = getattr(conf, "hidden_size", None)
+    layers = getattr(conf, "num_hidden_layers", None)
+    if not hidden or not layers:
+        return False
+    inter = getattr(conf, "intermediate_size", 4 * hidden) or 4 * hidden
+    tokens = tokens_per_pass(cfg, device) or (
+        int(getattr(cfg, "seq_len", 512)) * int(getattr(cfg, "micro_batch", 1)))
+    per_token_layer = (10 * hidden + 5 * inter) * 2
+    need = tokens * layers * per_token_layer
+    return need > 0.5 * _free_bytes(device)
+
+
+def _free_bytes(device: torch.device) -> float:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free)
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {line.split(":")[0]: line.split()[1] for line in fh}
+        return float(info["MemAvailable"]) * 1024
+    except (OSError, KeyError):  # pragma: no cover - non-Linux
+        return math.inf
+
+
+def enable_checkpointing(inner) -> None:
+    """Checkpoint every decoder layer (non-reentrant: works with frozen inputs and kwargs)."""
+    if hasattr(inner, "gradient_checkpointing_enable"):
+        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(inner, "enable_input_require_grads"):
+            inner.enable_input_require_grads()
