@@ -20,7 +20,7 @@ _PASS = ("model", "data_dir", "output_dir", "backend", "preset", "device", "dtyp
          "min_rating", "system_prompt", "lenient", "val_split", "raw_text", "scratch_shape", "scratch_layers",
          "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions", "scratch_dropout",
          "log_interval", "eval_interval", "save_interval", "keep_checkpoints", "gradient_checkpointing",
-         "loss_chunk", "report_to", "upstream_model_id", "license", "attribution_required")
+         "loss_chunk", "tokens_per_pass", "report_to", "upstream_model_id", "license", "attribution_required")
 
 
 def register(sub) -> None:
@@ -56,6 +56,8 @@ def register(sub) -> None:
     g.add_argument("--seed", type=int)
     g.add_argument("--gradient-checkpointing", choices=("auto", "on", "off"))
     g.add_argument("--loss-chunk", type=int, help="rows per LM-head/cross-entropy chunk")
+    g.add_argument("--tokens-per-pass", type=int, help="tokens per forward/backward pass (a micro-batch may "
+                   "run in row groups; same gradients, less activation memory)")
     g = p.add_argument_group("data")
     g.add_argument("--no-packing", dest="packing", action="store_false", default=None)
     g.add_argument("--ce-last-k", type=int, help="supervise only the last K assistant tokens")

@@ -71,6 +71,7 @@ class TrainConfig:
     # speed knobs read by mens.train.speed
     gradient_checkpointing: str = "auto"   # auto | on | off
     loss_chunk: int = 1024
+    tokens_per_pass: int | None = None     # rows of a micro-batch run per forward/backward (None = speed's default)
     # reporting and provenance
     report_to: list[str] = field(default_factory=lambda: ["jsonl"])
     upstream_model_id: str | None = None
@@ -111,6 +112,8 @@ class TrainConfig:
             raise bad(f"max_steps must be >= 1, got {self.max_steps}", "drop --max-steps or make it positive")
         if self.max_steps is None and not self.epochs > 0:
             raise bad(f"epochs must be positive, got {self.epochs}", "set --epochs")
+        if self.tokens_per_pass is not None and self.tokens_per_pass < 1:
+            raise bad(f"tokens_per_pass must be >= 1, got {self.tokens_per_pass}", "drop --tokens-per-pass or make it positive")
         if self.ce_last_k is not None and self.ce_last_k < 1:
             raise bad(f"ce_last_k must be >= 1, got {self.ce_last_k}", "drop --ce-last-k or make it positive")
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:

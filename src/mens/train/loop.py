@@ -183,12 +183,15 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         preflight.check_vocab(tokenizer, hf_config, cfg.model)
         model = builders.load_model(cfg, base, device, dtype, local_rank)
     try:
-        from mens.train.speed import optimize_for_training
+        from mens.train.speed import optimize_for_training, split_for_memory
     except ModuleNotFoundError as err:
         if err.name != "mens.train.speed":
             raise
-        if cfg.gradient_checkpointing == "on":  # the plain library switch until speed.py exists
+        if cfg.gradient_checkpointing == "on":  # the plain library switch without speed.py
             builders.unwrap(model).gradient_checkpointing_enable({"use_reentrant": False})
+
+        def split_for_memory(batch, cfg, device):
+            return [batch]
     else:
         model = optimize_for_training(model, cfg)
     decoder, head = builders.decoder_and_head(model)
@@ -295,9 +298,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         total = torch.zeros(2, dtype=torch.float64, device=dev)
         with torch.no_grad(), _dropout_off(model):
             for b in val_batches[rank::world]:
-                with amp():
-                    s, n = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
-                total += torch.tensor([float(s), n], dtype=torch.float64, device=dev)
+                for part in split_for_memory(b, cfg, dev):
+                    with amp():
+                        s, n = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
+                    total += torch.tensor([float(s), n], dtype=torch.float64, device=dev)
         total = all_sum(total)
         return float(total[0] / total[1]) if total[1] > 0 else None
 
@@ -337,10 +341,13 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                 n_window = sum(b.n_supervised for b in step_batches)
                 loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
                 for b in step_batches[rank::world]:
-                    with amp():
-                        s, _ = batch_loss(decoder, head, b, dev, cfg.loss_chunk)
-                    (s / n_window).backward()
-                    loss_sum += s.detach().double()
+                    # speed.split_for_memory may run a micro-batch in row groups; their summed
+                    # losses (and gradients) are exactly the micro-batch's.
+                    for part in split_for_memory(b, cfg, dev):
+                        with amp():
+                            s, _ = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
+                        (s / n_window).backward()
+                        loss_sum += s.detach().double()
                 if world > 1:
                     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
                     flat = torch.cat([g.reshape(-1).float() for g in grads])
