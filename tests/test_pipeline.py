@@ -147,3 +147,34 @@ def test_examples_pipeline_config_plans(run_cli, tmp_path):
     code, out, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
     assert code == 0, err
     assert list(_stages(err)) == STAGE_NAMES
+
+
+def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
+    """The engine on two small stages of its own: an interrupted stage is retried with
+    ctx.resume set when nothing changed, and from scratch when its input did."""
+    from mens.pipeline import Context, Stage, load_state, run_pipeline
+
+    src = tmp_path / "in.txt"
+    src.write_text("a")
+    seen = []
+
+    def copy(ctx):
+        seen.append(ctx.resume)
+        if len(seen) == 1:
+            raise KeyboardInterrupt  # cut off part-way
+        (ctx.work / "out.txt").write_text(src.read_text())
+        return {"chars": len(src.read_text())}
+
+    stage = Stage("copy", inputs=lambda c: [src], outputs=lambda c: [c.work / "out.txt"], run=copy)
+    ctx = Context(config={}, base_dir=tmp_path, work=tmp_path / "work")
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(ctx, [stage])
+    assert "copy" in load_state(ctx.work)["attempts"] and "copy" not in load_state(ctx.work)["stages"]
+    [outcome] = run_pipeline(ctx, [stage])
+    assert outcome.status == "ran" and seen == [False, True]
+    assert load_state(ctx.work)["attempts"] == {} and load_state(ctx.work)["stages"]["copy"]["figures"] == {"chars": 1}
+    [outcome] = run_pipeline(ctx, [stage])
+    assert outcome.status == "skipped" and len(seen) == 2
+    src.write_text("bb")
+    [outcome] = run_pipeline(ctx, [stage])
+    assert outcome.status == "ran" and outcome.reason == "input changed: in.txt" and seen[-1] is False

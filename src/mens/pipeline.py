@@ -57,6 +57,7 @@ class Context:
     base_dir: Path                      # relative paths in the config are relative to this
     work: Path
     model: str | None = None            # --model: fine-tune this instead of the scratch base
+    resume: bool = False                # the running stage was interrupted before with these same inputs
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def section(self, name: str) -> dict[str, Any]:
@@ -222,6 +223,12 @@ def run_pipeline(ctx: Context, stages: list[Stage], *, dry_run: bool = False,
             upstream_runs = True
             _emit(outcomes, StageOutcome(stage.name, "planned", reason), on_stage)
             continue
+        # A stage that was cut off (Ctrl+C, a crash) with the same fingerprint may resume its
+        # own work — training continues from its last checkpoint instead of starting over.
+        attempts = state.setdefault("attempts", {})
+        ctx.resume = attempts.get(stage.name) == fp["digest"]
+        attempts[stage.name] = fp["digest"]
+        save_state(ctx.work, state)
         started = time.time()
         try:
             figures = stage.run(ctx) or {}
@@ -242,6 +249,7 @@ def run_pipeline(ctx: Context, stages: list[Stage], *, dry_run: bool = False,
         status = "failed" if gate_failure is not None and stage.name == "gate" else "ran"
         entry = {"fingerprint": fp, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "seconds": round(seconds, 2), "figures": figures}
+        attempts.pop(stage.name, None)
         if status == "ran":
             state["stages"][stage.name] = entry
         else:

@@ -175,9 +175,10 @@ def _run_train(ctx: Context, flags: dict[str, Any], out: Path, data_dir: Path) -
 
     flags = {**{k: v for k, v in flags.items() if k != "data"}, "data_dir": str(data_dir), "output_dir": str(out)}
     cfg = resolve_config(flags)
-    # The pipeline decided this run is stale; a resume would continue the old trajectory.
-    outcome = train(cfg, force_restart=True)
-    if outcome.status != "completed":
+    # A stale run must start over (resuming would continue the old trajectory); a run that was
+    # interrupted with these very inputs continues from its last checkpoint.
+    outcome = train(cfg, force_restart=not ctx.resume)
+    if outcome.status not in ("completed", "already-completed"):
         raise MensError(f"training ended with status {outcome.status}", str(out), "re-run the pipeline to resume")
     return {"steps": outcome.steps, "final_loss": outcome.final_loss, "val_loss": outcome.val_loss}
 

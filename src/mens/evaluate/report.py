@@ -160,6 +160,14 @@ def _mix_report(run: Path, manifest: dict) -> dict | None:
     return None
 
 
+def _base_run_events(manifest: dict) -> list[dict]:
+    base = manifest.get("base_model")
+    path = base.get("path") if isinstance(base, dict) else base
+    if not isinstance(path, str) or not path or not (Path(path) / "telemetry.jsonl").is_file():
+        return []
+    return read_telemetry(Path(path))
+
+
 def _table(rows: list[tuple[str, object]]) -> str:
     cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>"
                     for k, v in rows if v is not None)
@@ -195,6 +203,11 @@ def render_report(run_dir: str | Path) -> str:
         line_chart("learning rate", {"lr": _series(events, "lr", step_kinds)}),
         line_chart("bench pass@1 during training", {"pass@1": sorted(bench_pts)}, y_range=(0.0, 1.0)),
     ]
+    base_events = _base_run_events(manifest)
+    if base_events:  # the base is itself a mens run (the pipeline's scratch base): show how it learnt
+        charts.append(line_chart("base model loss (its own training run)",
+                                 {"train loss": _series(base_events, "loss", step_kinds),
+                                  "val loss": _series(base_events, "val_loss", ("eval", "step", "epoch_end"))}))
     mix = _mix_report(run, manifest)
     sources = (mix or {}).get("sources") or []
     charts.append(bar_chart("corpus: rows per mix source",
