@@ -196,7 +196,7 @@ def format_receipt(receipt: dict) -> str:
     lines = []
     for g in receipt["gates"]:
         mark = "PASS" if g["verdict"] == "pass" else ("FAIL" if g["blocking"] else "WARN")
-        lines.append(f"  {mark:4}  {g['name']:<28} {g['metric']:<26} {g['message']}")
+        lines.append(f"  {mark:4}  {g['name']:<28} {g['metric']:<30} {g['message']}")
     lines.append("gates passed" if receipt["passed"]
                  else f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")
     return "\n".join(lines)
