@@ -223,7 +223,8 @@ def _bench(ctx: Context) -> dict[str, Any]:
     p = _bench_params(ctx)
     res = run_bench(_p(ctx, "run"), ctx.path(p["path"]), k=p["k"], n=p["samples"], temperature=p["temperature"],
                     seed=p["seed"], limit=p["limit"], max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"],
-                    out=_p(ctx, "run", "benchmark_results.json"), train_data=[_p(ctx, "data", "train.jsonl")])
+                    out=_p(ctx, "run", "benchmark_results.json"),
+                    train_data=[t for t in [_p(ctx, "data", "train.jsonl")] if t.is_file()])
     figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
     if res.get("contamination", {}).get("contaminated"):
         figures["contaminated"] = len(res["contamination"]["contaminated"])
