@@ -35,7 +35,12 @@ def test_scoring_parse_stub_semantic():
     wrong = score_sample("def sub(a, b):\n    return a - b", PY_TASK)
     assert wrong.parses and wrong.stub_reason is None and wrong.missing == ["def add"] and not wrong.passed
 
-    assert score_sample("", PY_TASK).parse_message == "empty response"
+    assert score_sample("", PY_TASK).parse_message == "no code in the response"
+    assert not score_sample("```\n# just a comment\n```", PY_TASK).parses  # an empty file is not an answer
+
+    # Generation cut off inside the fence it opened: the code is what follows the opening line.
+    cut = score_sample("Sure:\n```python\ndef add(a, b):\n    return a + b\n", PY_TASK)
+    assert cut.code == "def add(a, b):\n    return a + b" and cut.passed
 
 
 def test_stub_rules():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
-from mens.lang.base import extract_code
+from mens.lang.base import extract_code, has_fence
 from mens.records import iter_jsonl, write_json_atomic
 
 # Placeholder markers a model writes instead of code. `...` is not Vox syntax (ranges are `..`),
@@ -104,20 +104,36 @@ class SampleScore:
     passed: bool
 
 
+def meaningful_lines(code: str, comment_prefixes: tuple[str, ...] = ("//", "#")) -> list[str]:
+    """Lines that carry code: not blank, not comments, not a bare `pass`/`...`/brace/fence."""
+    out = []
+    for line in code.splitlines():
+        s = line.strip()
+        if not s or (comment_prefixes and s.startswith(comment_prefixes)) or s in _FILLER_LINES \
+                or s.startswith(("```", "~~~")):
+            continue
+        out.append(s)
+    return out
+
+
 def stub_reason(code: str, comment_prefixes: tuple[str, ...] = ("//", "#")) -> str | None:
     """Why `code` is a placeholder rather than an answer, or None when it is real code."""
     marker = _STUB_MARKERS.search(code)
     if marker:
         return f"placeholder marker {marker.group(0)!r}"
-    meaningful = []
-    for line in code.splitlines():
-        s = line.strip()
-        if not s or (comment_prefixes and s.startswith(comment_prefixes)) or s in _FILLER_LINES:
-            continue
-        meaningful.append(s)
-    if len(meaningful) <= 1:
-        return f"only {len(meaningful)} meaningful non-comment line(s)"
+    n = len(meaningful_lines(code, comment_prefixes))
+    if n <= 1:
+        return f"only {n} meaningful non-comment line(s)"
     return None
+
+
+def code_of(response: str) -> str:
+    """The code of a response: its first fenced block; else, when generation stopped inside a
+    fence it opened (max_new_tokens), what follows the opening line; else the whole response."""
+    if has_fence(response):
+        return extract_code(response)[0].strip("\n")
+    m = re.search(r"^(`{3,}|~{3,})[^\n]*\n", response, re.M)
+    return (response[m.end():] if m else response).strip("\n")
 
 
 def score_sample(response: str, task: BenchTask, pack=None) -> SampleScore:
@@ -126,14 +142,14 @@ def score_sample(response: str, task: BenchTask, pack=None) -> SampleScore:
         from mens.lang import get_pack
 
         pack = get_pack(task.lang)
-    code, _ = extract_code(response)
-    code = code.strip("\n")
-    if code.strip():
+    code = code_of(response)
+    prefixes = tuple(pack.comment_prefixes) or ("//", "#")
+    if meaningful_lines(code, prefixes):
         err = pack.check(code)
         parses, message = err is None, (str(err) if err else None)
-    else:
-        parses, message = False, "empty response"
-    stub = stub_reason(code, tuple(pack.comment_prefixes) or ("//", "#"))
+    else:  # an empty file parses, but a response without code has not written any
+        parses, message = False, "no code in the response"
+    stub = stub_reason(code, prefixes)
     missing = [n for n in task.expect_contains if n not in code]
     return SampleScore(code=code, parses=parses, parse_message=message, stub_reason=stub, missing=missing,
                        passed=parses and stub is None and not missing)
