@@ -40,3 +40,21 @@ def test_background_run_and_status(run_cli, tiny_model_dir, tmp_path):
 def test_status_of_a_directory_that_is_not_a_run(run_cli, tmp_path):
     code, _, err = run_cli("status", tmp_path)
     assert code == 2 and "not a training run" in err
+
+
+def test_status_tells_a_dead_run_from_a_live_one(run_cli, tmp_path):
+    import socket
+
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = {"schema_version": "mens.training_manifest.v1", "status": "running",
+                "results": {"total_steps": 10}, "process": {"pid": 2**22 + 12345, "host": socket.gethostname()}}
+    (run / "training_manifest.json").write_text(json.dumps(manifest))
+    (run / "telemetry.jsonl").write_text(json.dumps({"ts": time.time(), "event": "step", "step": 4, "loss": 1.5,
+                                                     "tokens_per_s": 100.0, "eta_s": 60, "progress": 0.4}) + "\n")
+    code, out, _ = run_cli("status", run)
+    assert code == 0 and ": dead" in out and "step 4/10" in out and "rerun" in out
+    manifest["process"]["pid"] = os.getpid()  # this very process: alive
+    (run / "training_manifest.json").write_text(json.dumps(manifest))
+    code, out, _ = run_cli("status", run)
+    assert ": running" in out and "eta 1m00s" in out

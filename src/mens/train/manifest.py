@@ -6,7 +6,9 @@ of asking."""
 from __future__ import annotations
 
 import json
+import os
 import platform
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +68,8 @@ class Manifest:
     status: str = "running"
     error: str | None = None
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    # who is writing this run, so `mens status` can tell a live run from one that died
+    process: dict[str, Any] = field(default_factory=lambda: {"pid": os.getpid(), "host": socket.gethostname()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +92,7 @@ class Manifest:
             "provenance": self.provenance,
             "results": vars(self.results),
             "error": self.error,
+            "process": self.process,
         }
 
     def write(self, run_dir: str | Path) -> None:

@@ -3,6 +3,8 @@ and manifest (works for a live run, a background run, or a finished one)."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -18,6 +20,19 @@ def _duration(seconds: float | None) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _alive(process: dict | None) -> bool:
+    """False only when we can tell: same host and no such pid."""
+    if not process or process.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(process["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, KeyError, TypeError):
+        return True
+    return True
 
 
 def run_status(run_dir: str | Path) -> dict:
@@ -37,6 +52,8 @@ def run_status(run_dir: str | Path) -> dict:
     status = (manifest or {}).get("status", "running")
     if status == "running" and events and events[-1].get("event") == "train_end":
         status = events[-1].get("status", status)
+    if status == "running" and not _alive((manifest or {}).get("process")):
+        status = "dead"  # the process that wrote `running` is gone without saying why
     return {
         "run": str(run), "status": status, "step": step.get("step", 0), "total_steps": total,
         "loss": step.get("loss"), "lr": step.get("lr"), "tokens_per_s": step.get("tokens_per_s"),
@@ -65,6 +82,8 @@ def format_status(s: dict) -> str:
     line = "  ".join(parts)
     if s.get("error"):
         line += f"\n  error: {s['error']}"
+    if s["status"] == "dead":
+        line += "\n  the training process is gone; rerun the same `mens train` command to resume"
     return line
 
 
