@@ -3,6 +3,7 @@ plain PEFT, learning, resume after an interrupt, `mens status` and `mens probe`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -23,9 +24,11 @@ def data_dir(tmp_path_factory):
 def test_cli_train_end_to_end(run_cli, tiny_model_dir, data_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("MENS_QUIET")  # see the warning and the plain progress lines of a pipe
     run = tmp_path / "run"
+    tensorboard = importlib.util.find_spec("tensorboard") is not None
     code, out, err = run_cli(*train_args(tiny_model_dir, data_dir, run, max_steps=3, eval_interval=2,
                                          upstream_model_id="org/tiny", license="apache-2.0",
-                                         attribution_required=True, val_split=0.1))
+                                         attribution_required=True, val_split=0.1,
+                                         report_to="tensorboard" if tensorboard else None))
     assert code == 0, err
     assert f"trained 3 steps" in out and str(run) in out
     assert "warning: only 40 training pairs" in err
@@ -48,6 +51,8 @@ def test_cli_train_end_to_end(run_cli, tiny_model_dir, data_dir, tmp_path, monke
     assert m["data"]["train_pairs"] == 36 and m["data"]["supervised_tokens"] > 0
     assert m["hyperparameters"]["lora_r"] == 8 and m["preset"] == "tiny"
     assert m["versions"]["torch"] and m["device"]["type"] == "cpu"
+    if tensorboard:
+        assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     events = [json.loads(line) for line in (run / "telemetry.jsonl").read_text().splitlines()]
     kinds = [e["event"] for e in events]
     assert kinds[0] == "train_start" and kinds[-1] == "train_end" and kinds.count("step") == 3
