@@ -7,13 +7,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MENS_QUIET", "1")
 
-from pathlib import Path  # noqa: E402
-
 import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
-SHARED_ASSETS = REPO.parent / "shared" / "assets"
+from paths import EXAMPLES, REPO, SHARED_ASSETS  # noqa: E402,F401  (re-exported for fixtures)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from conftest import EXAMPLES
+from paths import EXAMPLES
 
 VOX_A = """type Shape =
     | Circle(r: int)

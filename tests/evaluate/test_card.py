@@ -1,6 +1,6 @@
 from evaluate_run_fixture import make_run
 
-from conftest import EXAMPLES
+from paths import EXAMPLES
 from mens.evaluate.gates import run_gates
 
 

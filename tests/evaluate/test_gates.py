@@ -5,7 +5,7 @@ import shutil
 import pytest
 from evaluate_run_fixture import make_run
 
-from conftest import EXAMPLES
+from paths import EXAMPLES
 from mens.evaluate.gates import Gate, check_gates
 
 

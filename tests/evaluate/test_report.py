@@ -8,7 +8,7 @@ import pytest
 from evaluate_run_fixture import make_run
 
 from mens.evaluate.gates import run_gates
-from conftest import EXAMPLES
+from paths import EXAMPLES
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome")
                  if shutil.which(n)), None)

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import API_KEY  # tests/serve/conftest.py
+from live_server import API_KEY
 
 CHAT = [{"role": "user", "content": "Write a Vox function that adds two numbers."}]
 

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import LiveServer, _free_port
+from live_server import LiveServer, _free_port
 
 
 def test_mens_serve_command_answers_the_openai_client(make_adapter_run):

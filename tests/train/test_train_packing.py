@@ -135,7 +135,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(tiny_model_dir):
 
 
 def test_real_qwen2_template_masks_only_assistant_turns():
-    from conftest import SHARED_ASSETS
+    from paths import SHARED_ASSETS
     from transformers import AutoTokenizer
 
     path = SHARED_ASSETS / "qwen2-tokenizer"

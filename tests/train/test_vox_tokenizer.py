@@ -6,7 +6,7 @@ import functools
 import random
 
 import pytest
-from conftest import EXAMPLES
+from paths import EXAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
