@@ -18,7 +18,8 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("tiny", "smoke tests and tiny models: seq 256, r 8", "any", 0,
-           dict(lora_r=8, lora_alpha=16, seq_len=256, micro_batch=2, grad_accum=1, lr=1e-3, warmup_steps=2)),
+           dict(lora_r=8, lora_alpha=16, seq_len=256, micro_batch=2, grad_accum=1, lr=1e-3, warmup_steps=2,
+                scratch_shape="tiny")),
     Preset("cpu", "CPU-only machines: seq 512, r 16, batch 4", "any", 0,
            dict(lora_r=16, lora_alpha=32, seq_len=512, micro_batch=4, grad_accum=2, lr=2e-4, warmup_steps=10)),
     Preset("8g", "8 GB GPUs: seq 1024, r 16, batch 2 x 8", "gpu", 7,
