@@ -33,9 +33,27 @@ def gpt2_dir(tmp_path_factory, tiny_tokenizer_dir):
     return build_model(tmp_path_factory.mktemp("tiny-gpt2"), "gpt2", tokenizer_dir=tiny_tokenizer_dir)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama", "gpt2"])
-def test_packed_loss_equals_per_sample_loss(arch, tiny_model_dir, tiny_llama_dir, gpt2_dir):
-    model_dir = {"qwen2": tiny_model_dir, "llama": tiny_llama_dir, "gpt2": gpt2_dir}[arch]
+@pytest.fixture(scope="module")
+def gemma2_dir(tmp_path_factory, tiny_tokenizer_dir):
+    """Gemma 2 soft-caps its logits: the loop's head must do the same (model.ScaledHead)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("tiny-gemma2")
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    tok.save_pretrained(out)
+    cfg = AutoConfig.for_model("gemma2", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                               max_position_embeddings=512, final_logit_softcapping=2.0,
+                               pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "gpt2", "gemma2"])
+def test_packed_loss_equals_per_sample_loss(arch, tiny_model_dir, tiny_llama_dir, gpt2_dir, gemma2_dir):
+    model_dir = {"qwen2": tiny_model_dir, "llama": tiny_llama_dir, "gpt2": gpt2_dir, "gemma2": gemma2_dir}[arch]
     model, tok = _load(model_dir)
     model.config.resid_pdrop = 0.0
     model.eval()  # plain HF model: no dropout in either path

@@ -86,6 +86,17 @@ def test_first_forward_not_finite(run_cli, tiny_model_dir, data_dir, tmp_path):
                     "non-finite loss")
 
 
+def test_loss_that_differs_from_the_models_own(run_cli, tiny_model_dir, data_dir, tmp_path):
+    # A config that announces Cohere-style logit scaling the Qwen2 class never applies: the loop
+    # would train on different logits than the model produces, and the preflight catches it.
+    model = _copy_model(tiny_model_dir, tmp_path / "m")
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["logit_scale"] = 50.0
+    (model / "config.json").write_text(json.dumps(cfg))
+    _one_line_error(*run_cli(*train_args(model, data_dir, tmp_path / "run", backend="lora"))[::2],
+                    "differs from the model's own loss")
+
+
 def test_seq_len_beyond_model_positions(run_cli, tiny_model_dir, data_dir, tmp_path):
     _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "run", seq_len=4096))[::2],
                     "beyond the model's 512 positions")

@@ -92,6 +92,27 @@ def _dropout_off(model):
             m.train()
 
 
+def _loss_against_reference(model, decoder, head, batch, device, max_tokens: int = 256):
+    """(our mean loss, transformers' mean loss) on the first `max_tokens` tokens of row 0."""
+    import torch
+
+    from mens.train.data import Batch
+
+    k = min(batch.input_ids.shape[1], max_tokens)
+    ids, pos = batch.input_ids[:1, :k], batch.position_ids[:1, :k]
+    targets = batch.targets[:1, :k].clone()
+    targets[0, -1] = IGNORE  # transformers cannot score the token after the slice
+    n = int((targets != IGNORE).sum())
+    if n == 0:
+        return None, None
+    s, _ = batch_loss(decoder, head, Batch(ids, pos, targets, n, k), device, 1024)
+    labels = torch.full_like(targets, IGNORE)
+    labels[0, 1:] = targets[0, :-1]  # transformers shifts labels itself
+    ref = model(input_ids=ids.to(device), position_ids=pos.to(device), labels=labels.to(device),
+                use_cache=False).loss
+    return float(s) / n, float(ref)
+
+
 def batch_loss(decoder, head, batch, device, chunk_size: int):
     """Sum of token losses and supervised-token count of one micro-batch. The decoder body
     gives the last hidden states; the head and cross-entropy run only where a target exists."""
@@ -245,11 +266,15 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     # Train mode from here on, even for validation (see _dropout_off): bitsandbytes repacks
     # 4-bit weights into an inference-only layout the first time it runs in eval mode.
     model.train()
-    with torch.no_grad():
+    with torch.no_grad(), _dropout_off(model), amp():
         first = batches_of(0)[0]
-        with amp():
-            s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
-        preflight.check_finite(float(s) / max(n, 1), f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}")
+        where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
+        s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
+        preflight.check_finite(float(s) / max(n, 1), where)
+        # The loop calls the decoder body and the head itself; on a slice of the first row
+        # its loss must equal the model's own (catches logit post-processing it does not know).
+        mine, theirs = _loss_against_reference(model, decoder, head, first, dev)
+        preflight.check_matches_reference(mine, theirs, where)
 
     # ---------------------------------------------------------------- resume
     prog = Progress()

@@ -1,6 +1,6 @@
 """Model builders: load any HF causal LM (local dir or hub id), quantize it for QLoRA, attach
 LoRA/DoRA adapters, or build a scratch model. The loop never branches on the backend; the
-differences live here."""
+differences live here. (Imports torch: only the training path imports this module.)"""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from torch import nn
 
 from mens.errors import MensError
 from mens.train.config import TrainConfig
@@ -164,6 +166,27 @@ def unwrap(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+class ScaledHead(nn.Module):
+    """The LM head plus what some *ForCausalLM classes do to its logits before the loss
+    (Gemma 2/3: tanh soft-capping; Cohere: × logit_scale; Granite: ÷ logits_scaling). The
+    loop calls the head itself, so it must reproduce these; the preflight compares the result
+    with the model's own loss."""
+
+    def __init__(self, head, multiply: float = 1.0, softcap: float | None = None):
+        super().__init__()
+        self.head, self.multiply, self.softcap = head, multiply, softcap
+
+    def forward(self, hidden):
+        import torch
+
+        logits = self.head(hidden)
+        if self.multiply != 1.0:
+            logits = logits * self.multiply
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+
 def decoder_and_head(model):
     """The decoder body (embeddings → final norm) and the LM head, through PEFT wrappers."""
     inner = unwrap(model)
@@ -172,6 +195,13 @@ def decoder_and_head(model):
     if head is None or decoder is inner:
         raise MensError(f"cannot find the decoder body and LM head of {type(inner).__name__}", "--model",
                         "use a standard *ForCausalLM architecture")
+    config = getattr(inner, "config", None)
+    multiply = float(getattr(config, "logit_scale", None) or 1.0)
+    if getattr(config, "logits_scaling", None):
+        multiply /= float(config.logits_scaling)
+    softcap = getattr(config, "final_logit_softcapping", None)
+    if multiply != 1.0 or softcap:
+        head = ScaledHead(head, multiply, softcap)
     return decoder, head
 
 

@@ -108,3 +108,13 @@ def check_finite(loss_value: float, where: str) -> None:
     if not math.isfinite(loss_value):
         raise MensError(f"the first forward pass gives a non-finite loss ({loss_value})", where,
                         "check the model weights and dtype (try --dtype fp32)")
+
+
+def check_matches_reference(mine: float | None, theirs: float | None, where: str) -> None:
+    """Our decoder-body + chunked-head loss must be the model's own loss (bf16 noise allowed)."""
+    if mine is None or theirs is None or not math.isfinite(theirs):
+        return
+    if abs(mine - theirs) > 2e-2 * max(1.0, abs(theirs)):
+        raise MensError(f"the training loss ({mine:.4f}) differs from the model's own loss ({theirs:.4f}): "
+                        "this architecture changes its logits in a way mens does not reproduce", where,
+                        "please report the model type; meanwhile use a supported architecture")
