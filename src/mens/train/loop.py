@@ -45,6 +45,16 @@ class Outcome:
     model: object = field(default=None, repr=False)  # the trained model (None when nothing ran)
 
 
+class _NoBar:
+    """Ranks other than 0 draw no progress bar."""
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def update(self, **fields) -> None:
+        pass
+
+
 class _StopFlag:
     """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now."""
 
@@ -349,7 +359,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     batches = batches_of(prog.epoch)
     plain_lines = quiet() and os.environ.get("MENS_QUIET") != "1"
     try:
-        with _StopFlag() as stop, progress("train", total=total_steps) as bar:
+        bar_context = progress("train", total=total_steps) if main_rank else contextlib.nullcontext(_NoBar())
+        with _StopFlag() as stop, bar_context as bar:
             bar.advance(prog.step)
             while prog.step < total_steps:
                 if prog.batch_in_epoch >= len(batches):
