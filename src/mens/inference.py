@@ -88,7 +88,7 @@ def _check_source(path_or_id: str) -> None:
     looks_like_path = path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") > 1
     if looks_like_path:
         raise MensError("model path not found", path_or_id, "check the path")
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(path_or_id, "config.json"), str):
