@@ -52,6 +52,12 @@ def test_train_jsonl_malformed_names_file_and_line(run_cli, tiny_model_dir, tmp_
         fh.write('{"prompt": "x", "response": \n')
     _one_line_error(*run_cli(*train_args(tiny_model_dir, data, tmp_path / "run"))[::2],
                     "malformed JSON", "train.jsonl:4")
+    # --lenient skips the line and counts it in the manifest instead
+    code, _, err = run_cli(*train_args(tiny_model_dir, data, tmp_path / "run", lenient=True, max_steps=1,
+                                       backend="lora"))
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "run" / "training_manifest.json").read_text())
+    assert manifest["data"]["skipped_lines"] == 1 and "train.jsonl:4" in manifest["data"]["skipped_first"][0]
 
 
 def test_model_dir_without_config(run_cli, tiny_model_dir, data_dir, tmp_path):
