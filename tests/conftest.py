@@ -56,6 +56,7 @@ def make_adapter_run(tmp_path_factory, tiny_model_dir):
     `make_adapter_run("name", seed=1, backend="qlora", copy_tokenizer=False)` → Path."""
     import hashlib
     import json
+    from pathlib import Path
 
     def _make(name: str, *, base=None, seed: int = 0, backend: str = "lora", copy_tokenizer: bool = True):
         import torch

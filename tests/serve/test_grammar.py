@@ -110,3 +110,31 @@ def test_vox_pack_constraint_when_available():
     assert not c.allows(source[:20] + ")}", prefix="")
     fenced = "Here it is:\n```vox\n" + source + "```\n"
     assert c.allows(fenced) and not c.allows("```vox\nfn add(a: int\n```")
+
+
+def test_grammar_modes_through_the_api(tiny_model_dir):
+    from live_server import LiveServer
+    from mens.inference import load_model
+    from mens.serve.app import build_app
+    from mens.serve.engine import Engine
+
+    model, tok, _ = load_model(tiny_model_dir, device="cpu")
+    pack = SexpPack()
+    engine = Engine(model, tok, context_window=512, grammar=Constraint(pack))
+    server = LiveServer(build_app(engine, {"m": None}), engine)
+    try:
+        client = server.client()
+        msgs = [{"role": "user", "content": "an s-expression please"}]
+        kw = dict(model="m", messages=msgs, max_tokens=20, temperature=0)
+        whole = client.chat.completions.create(**kw, extra_body={"grammar": "whole"}).choices[0].message.content
+        off = client.chat.completions.create(**kw, extra_body={"grammar": "off"}).choices[0].message.content
+        fence = client.chat.completions.create(**kw).choices[0].message.content   # auto: no fence → free
+        assert pack.viable_prefix(whole) and whole != off and fence == off
+        prompt = "(add 1 "
+        done = client.completions.create(model="m", prompt=prompt, max_tokens=20, temperature=0).choices[0].text
+        assert pack.viable_prefix(prompt + done)                                   # auto: prompt is code
+        with pytest.raises(Exception) as exc:
+            client.chat.completions.create(**kw, extra_body={"grammar": "sometimes"})
+        assert exc.value.status_code == 400
+    finally:
+        server.close()

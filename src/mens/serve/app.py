@@ -43,6 +43,9 @@ class _Params(BaseModel):
     seed: int | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    # mens extension (send with the openai client's `extra_body`), used only under --grammar:
+    # auto = fence mode for chat, whole mode for a completion whose prompt is viable code
+    grammar: Literal["auto", "fence", "whole", "off"] = "auto"
 
 
 class _Message(BaseModel):
@@ -108,14 +111,22 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
         return Sampling(max_tokens=asked or min(DEFAULT_MAX_TOKENS, room), temperature=p.temperature,
                         top_p=p.top_p, stop=stop, seed=p.seed, n=p.n)
 
+    def grammar_mode(p: _Params, code_prompt: str | None) -> tuple[bool, str | None]:
+        """(constrained?, whole-mode prefix or None for fence mode) for one request."""
+        if engine.grammar is None or p.grammar == "off":
+            return False, None
+        if p.grammar == "whole":
+            return True, code_prompt or ""
+        if p.grammar == "fence" or code_prompt is None:
+            return True, None
+        return True, engine.grammar.whole_mode_prefix(code_prompt)
+
     def submit(prompt_ids: list[int], p: _Params, code_prompt: str | None = None) -> tuple[Request, asyncio.Queue]:
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
-        constraint = engine.grammar
+        constrained, prefix = grammar_mode(p, code_prompt)
         req = Request(prompt_ids, sampling(p, len(prompt_ids)),
                       sink=lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev),
-                      adapter=models[p.model], grammar=constraint is not None,
-                      grammar_prefix=constraint.whole_mode_prefix(code_prompt)
-                      if constraint is not None and code_prompt is not None else None)
+                      adapter=models[p.model], grammar=constrained, grammar_prefix=prefix)
         try:
             engine.submit(req)
         except QueueFull as exc:
