@@ -47,7 +47,8 @@ PYTHON = sys.executable
 
 HYPER = {"lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "lr": 2e-4, "warmup_steps": 2,
          "weight_decay": 0.0, "max_grad_norm": 1.0, "epochs": 1, "grad_accum": 1}
-RUNS = ("trl", "trl-nogc", "trl-liger", "mens")
+RUNS = ("trl", "trl-nogc", "trl-liger", "mens", "mens-whole")
+# mens-whole: mens with MENS_TOKENS_PER_PASS=0 (each micro-batch in one pass: faster on CPU, more memory)
 
 
 # ---------------------------------------------------------------- shared inputs
@@ -218,11 +219,14 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = json.loads(spec_path.read_text())
-    if name == "mens":
+    extra_env = {}
+    if name.startswith("mens"):
         cmd = mens_command(spec, run_dir)
+        if name == "mens-whole":
+            extra_env["MENS_TOKENS_PER_PASS"] = "0"
     else:
         cmd = [PYTHON, __file__, "--worker", name, "--spec", str(spec_path), "--out", str(run_dir)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+    env = {**os.environ, **extra_env, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     log = open(run_dir / "log.txt", "w")
     t0 = time.perf_counter()
@@ -240,11 +244,14 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     log.close()
-    row = {"run": name, "rc": proc.returncode, "process_s": wall, "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9}
+    # CPU seconds (user + system) are reported too: on a shared machine they are steadier than
+    # wall time, which other load stretches.
+    row = {"run": name, "rc": proc.returncode, "process_s": wall, "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
+           "cpu_s": usage.ru_utime + usage.ru_stime}
     if proc.returncode != 0:
         row["error"] = (run_dir / "log.txt").read_text()[-2000:]
         return row
-    row.update(read_mens_result(run_dir) if name == "mens" else json.loads((run_dir / "result.json").read_text()))
+    row.update(read_mens_result(run_dir) if name.startswith("mens") else json.loads((run_dir / "result.json").read_text()))
     if not row.get("epoch_s"):
         row["epoch_s"] = wall
     row["tokens_per_s"] = spec["supervised_tokens"] / row["epoch_s"]
@@ -253,22 +260,25 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
 
 def table(rows: list[dict], spec: dict) -> str:
     mem_key = "cuda_peak_gb" if spec["device"] == "cuda" else "peak_rss_gb"
-    peers = [r for r in rows if r["run"] != "mens" and r.get("rc") == 0]
-    head = f"{'run':<10} {'epoch s':>9} {'process s':>9} {'sup tok/s':>10} {'peak GB':>8} {'final loss':>10}"
+    peers = [r for r in rows if not r["run"].startswith("mens") and r.get("rc") == 0]
+    head = (f"{'run':<10} {'epoch s':>9} {'process s':>9} {'cpu s':>8} {'sup tok/s':>10} {'peak GB':>8} "
+            f"{'final loss':>10}")
     for p in peers:
-        head += f" {'x ' + p['run']:>14}"
+        head += f" {'vs ' + p['run']:>20}"
     lines = [head]
     for r in rows:
         if r.get("rc") != 0:
             lines.append(f"{r['run']:<10} FAILED rc={r['rc']} (see its log.txt)")
             continue
         loss = r.get("final_loss")
-        line = (f"{r['run']:<10} {r['epoch_s']:>9.1f} {r['process_s']:>9.1f} {r['tokens_per_s']:>10.1f} "
+        line = (f"{r['run']:<10} {r['epoch_s']:>9.1f} {r['process_s']:>9.1f} {r['cpu_s']:>8.1f} {r['tokens_per_s']:>10.1f} "
                 f"{r.get(mem_key, 0):>8.2f} {loss if loss is None else round(loss, 3)!s:>10}")
         for p in peers:
-            line += f" {r['tokens_per_s'] / p['tokens_per_s']:>6.2f}x {r.get(mem_key, 0) / p[mem_key]:>5.2f}m"
+            line += (f" {r['tokens_per_s'] / p['tokens_per_s']:>6.2f}x {p['cpu_s'] / r['cpu_s']:>5.2f}c"
+                     f" {r.get(mem_key, 0) / p[mem_key]:>5.2f}m")
         lines.append(line)
-    lines.append("(x PEER = tokens/s ratio vs that peer, m = peak-memory ratio; peak = max RSS"
+    lines.append("(vs PEER: x = tokens/s ratio, c = CPU-seconds ratio (peer / this), m = peak-memory ratio; "
+                 "peak = max RSS"
                  + (", CUDA max reserved)" if spec["device"] == "cuda" else ")"))
     return "\n".join(lines)
 

@@ -188,9 +188,9 @@ def flatten_double_quant(model) -> int:
 
 def tokens_per_pass(cfg, device: torch.device | str) -> int | None:
     """How many tokens one forward/backward pass may hold; None = the whole micro-batch."""
-    explicit = getattr(cfg, "tokens_per_pass", None)
-    if explicit:
-        return int(explicit)
+    explicit = getattr(cfg, "tokens_per_pass", None) or os.environ.get("MENS_TOKENS_PER_PASS")
+    if explicit is not None and str(explicit).strip() != "":
+        return int(explicit) or None  # 0 = the whole micro-batch in one pass
     if torch.device(device).type == "cpu":
         return max(DEFAULT_CPU_TOKENS_PER_PASS, int(getattr(cfg, "seq_len", 0) or 0))
     return None
