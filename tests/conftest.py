@@ -7,6 +7,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MENS_QUIET", "1")
 
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 
 from paths import EXAMPLES, REPO, SHARED_ASSETS  # noqa: E402,F401  (re-exported for fixtures)
