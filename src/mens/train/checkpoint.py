@@ -1,11 +1,13 @@
 """Atomic checkpoints: `RUN/checkpoints/step-N/` holds the trainable weights, the optimizer,
 the scheduler, every rank's RNG states and the data position (a `Progress`). The directory is
 written under a temporary name and renamed, so a crash never leaves half a checkpoint, and a
-resume restores everything that decides the next loss: it continues the same trajectory."""
+resume restores everything that decides the next loss: it continues the same trajectory.
+The final weights (adapter, or the whole model) land in the run dir file by file, by rename."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -115,3 +117,44 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0
     states = torch.load(path / "rng.pt", weights_only=False)
     set_rng_state(states[min(rank, len(states) - 1)])
     return Progress(**json.loads((path / "progress.json").read_text()))
+
+
+# ---------------------------------------------------------------- the final weights
+
+def weights_sha256(model) -> str:
+    """A hash of the trainable weights (ranks of a data-parallel run must agree)."""
+    import hashlib
+
+    from mens.train.model import trainable_state
+
+    h = hashlib.sha256()
+    for name, value in sorted(trainable_state(model).items()):
+        h.update(name.encode())
+        h.update(value.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def save_final(run_dir: Path, model, tokenizer, backend: str) -> None:
+    """The adapter (qlora/lora) or the whole model (full/scratch), plus the tokenizer with the
+    chat template training used; each file lands by an atomic rename."""
+    import tempfile
+
+    from mens.train.model import unwrap
+
+    if backend == "scratch":
+        from mens.train.scratch import save_scratch_model
+
+        save_scratch_model(model, tokenizer, run_dir)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
+    try:
+        if backend in ("qlora", "lora"):
+            model.save_pretrained(tmp)
+        else:
+            unwrap(model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
+        for item in sorted(tmp.iterdir()):
+            os.replace(item, run_dir / item.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -21,10 +21,10 @@ from typing import Callable
 from mens.errors import MensError
 from mens.progress import progress, quiet, say
 from mens.train import preflight
-from mens.train.checkpoint import (Progress, latest_checkpoint, load_checkpoint, rng_state,
-                                   save_checkpoint)
+from mens.train.checkpoint import (Progress, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
+                                   save_final, weights_sha256)
 from mens.train.config import TrainConfig
-from mens.train.data import DataStats, IGNORE, build_examples, epoch_batches, file_sha256, raw_examples, \
+from mens.train.data import IGNORE, build_examples, epoch_batches, file_sha256, raw_examples, \
     split_validation
 from mens.train.manifest import Manifest, read_manifest
 from mens.train.telemetry import Telemetry
@@ -304,8 +304,9 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
               "train_file": str(train_file.resolve()) if train_file else None,
               "train_sha256": file_sha256(train_file) if train_file else None,
-              "raw_text": str(Path(cfg.raw_text).resolve()) if cfg.raw_text else None, "train_pairs": len(pairs), "val_pairs": len(val_pairs),
-              "val_examples": len(val_examples), "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
+              "raw_text": str(Path(cfg.raw_text).resolve()) if cfg.raw_text else None,
+              "train_pairs": len(pairs), "val_pairs": len(val_pairs), "val_examples": len(val_examples),
+              "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
         hyperparameters=cfg.to_dict(), preset=cfg.preset,
         device={"type": device, "name": info.device_name, "world_size": world, "bf16": info.bf16},
         seed=cfg.seed,
@@ -464,12 +465,12 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     results.peak_memory_gb = round(_peak_memory_gb(device), 3)
     if world > 1:
         hashes = [None] * world
-        dist.all_gather_object(hashes, _weights_sha256(model))
+        dist.all_gather_object(hashes, weights_sha256(model))
         results.rank_weights_sha256 = hashes
     manifest.status = status
     if main_rank:
         if status == "completed":
-            _save_outputs(run_dir, model, tokenizer, cfg.backend)
+            save_final(run_dir, model, tokenizer, cfg.backend)
         manifest.write(run_dir)
         telemetry.event("train_end", prog.step, status=status, final_loss=prog.last_loss, val_loss=val_loss,
                         tokens_per_s=results.tokens_per_s, wall_time_s=results.wall_time_s)
@@ -482,44 +483,6 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     if world > 1:
         dist.barrier()
     return Outcome(status, run_dir, prog.step, prog.last_loss, val_loss, losses, model)
-
-
-def _weights_sha256(model) -> str:
-    import hashlib
-
-    from mens.train.model import trainable_state
-
-    h = hashlib.sha256()
-    for name, value in sorted(trainable_state(model).items()):
-        h.update(name.encode())
-        h.update(value.detach().float().cpu().numpy().tobytes())
-    return h.hexdigest()
-
-
-def _save_outputs(run_dir: Path, model, tokenizer, backend: str) -> None:
-    """The adapter (qlora/lora) or the whole model (full/scratch), plus the tokenizer with the
-    chat template training used; each file lands by an atomic rename."""
-    import tempfile
-
-    from mens.train.model import unwrap
-
-    if backend == "scratch":
-        from mens.train.scratch import save_scratch_model
-
-        save_scratch_model(model, tokenizer, run_dir)
-        return
-    tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
-    try:
-        if backend in ("qlora", "lora"):
-            model.save_pretrained(tmp)
-        else:
-            unwrap(model).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
-        for item in sorted(tmp.iterdir()):
-            os.replace(item, run_dir / item.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_card(run_dir: Path) -> None:
