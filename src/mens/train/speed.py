@@ -55,8 +55,12 @@ def optimize_for_training(model, cfg):
     flatten_double_quant(model)
     lean_lora(model)
     mode = getattr(cfg, "gradient_checkpointing", "auto")
-    if mode == "on" or (mode == "auto" and _activations_too_big(inner, cfg, device)):
+    if mode == "on":
         enable_checkpointing(inner)
+    elif mode == "auto":
+        every = _checkpoint_every(inner, cfg, device)
+        if every:
+            enable_checkpointing(inner, every)
     return model
 
 
@@ -226,18 +230,24 @@ def split_for_memory(batch, cfg, device) -> list:
 # Saved activations per token per decoder layer with lean LoRA, in units of hidden-size
 # elements of the compute dtype (measured with torch.autograd.graph.saved_tensors_hooks on the
 # Qwen2 shape: ~10 hidden-widths for attention + norms, 4 intermediate-widths for the MLP).
-def _activations_too_big(inner, cfg, device: torch.device) -> bool:
+def _checkpoint_every(inner, cfg, device: torch.device) -> int | None:
+    """None when one pass's activations fit in half the free memory; else checkpoint every
+    n-th layer with the largest n that fits (a checkpointed layer keeps only its input)."""
     conf = getattr(inner, "config", None)
     hidden = getattr(conf, "hidden_size", None)
     layers = getattr(conf, "num_hidden_layers", None)
     if not hidden or not layers:
-        return False
+        return None
     inter = getattr(conf, "intermediate_size", 4 * hidden) or 4 * hidden
     tokens = tokens_per_pass(cfg, device) or (
         int(getattr(cfg, "seq_len", 512)) * int(getattr(cfg, "micro_batch", 1)))
     per_token_layer = (10 * hidden + 5 * inter) * 2
     need = tokens * layers * per_token_layer
-    return need > 0.5 * _free_bytes(device)
+    budget = 0.5 * _free_bytes(device)
+    if need <= budget:
+        return None
+    # checkpointing every n-th layer keeps ~(1 - 1/n) of the activations
+    return max(1, int(1.0 / max(1e-9, 1.0 - budget / need)))
 
 
 def _free_bytes(device: torch.device) -> float:
@@ -252,9 +262,16 @@ def _free_bytes(device: torch.device) -> float:
         return math.inf
 
 
-def enable_checkpointing(inner) -> None:
-    """Checkpoint every decoder layer (non-reentrant: works with frozen inputs and kwargs)."""
-    if hasattr(inner, "gradient_checkpointing_enable"):
+def enable_checkpointing(inner, every_n_layers: int = 1) -> None:
+    """Checkpoint every n-th decoder layer (non-reentrant: works with frozen inputs and kwargs);
+    n = 2 halves both the saved activations' reduction and the recomputation."""
+    # transformers 5 renamed the switch (the old name warns) and added every_n_layers.
+    if hasattr(inner, "activation_checkpointing_enable"):
+        inner.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
+                                              every_n_layers=every_n_layers)
+    elif hasattr(inner, "gradient_checkpointing_enable"):
         inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if hasattr(inner, "enable_input_require_grads"):
-            inner.enable_input_require_grads()
+    else:
+        return
+    if hasattr(inner, "enable_input_require_grads"):
+        inner.enable_input_require_grads()

@@ -1,0 +1,161 @@
+"""The speed levers change speed and memory, never the numbers: lean LoRA equals PEFT's LoRA,
+flat NF4 scales equal double-quantised ones bit for bit, a split micro-batch gives the whole
+micro-batch's loss and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from mens.train.speed import _LoraDelta, flatten_double_quant, lean_lora, optimize_for_training, split_for_memory
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(24, 40)
+        self.down = nn.Linear(40, 24)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def _peft_block(dropout: float, seed: int = 0):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    model = get_peft_model(_Block(), LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout,
+                                                target_modules=["up", "down"], init_lora_weights=False))
+    return model
+
+
+def _run(model, x):
+    x = x.clone().requires_grad_(True)
+    model.zero_grad(set_to_none=True)
+    out = model(x)
+    (out.square().sum()).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.detach(), x.grad.clone(), grads
+
+
+def test_lean_lora_matches_peft_without_dropout():
+    x = torch.randn(3, 5, 24)
+    ref = _run(_peft_block(0.0), x)
+    model = _peft_block(0.0)
+    assert lean_lora(model) == 2
+    got = _run(model, x)
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-5)
+    assert ref[2].keys() == got[2].keys() and any("lora_A" in k for k in got[2])
+    for name in ref[2]:
+        torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5)
+
+
+def test_lean_lora_dropout_gradients_are_exact():
+    torch.manual_seed(0)
+    x = torch.randn(6, 7, dtype=torch.float64, requires_grad=True)
+    a = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+
+    def fixed_mask(x, a, b):  # same RNG state on every call, so the same dropout mask
+        with torch.random.fork_rng():
+            torch.manual_seed(123)
+            return _LoraDelta.apply(x, a, b, 2.0, 0.3)
+
+    assert torch.autograd.gradcheck(fixed_mask, (x, a, b))
+
+
+def test_lean_lora_dropout_rate_and_eval_mode():
+    model = _peft_block(0.25)
+    lean_lora(model)
+    up = model.base_model.model.up
+    x = torch.ones(4000, 24)
+    a = up.lora_A["default"].weight
+    # With A = e_0 and B = e_0 the delta's first column is scale * keep / (1 - p) on input 0.
+    with torch.no_grad():
+        a.zero_(); a[0, 0] = 1.0
+        up.lora_B["default"].weight.zero_(); up.lora_B["default"].weight[0, 0] = 1.0
+    delta = up(x)[:, 0] - up.base_layer(x)[:, 0]
+    kept = (delta.abs() > 1e-6).float().mean().item()
+    assert abs(kept - 0.75) < 0.03
+    model.eval()
+    delta_eval = up(x)[:, 0] - up.base_layer(x)[:, 0]
+    torch.testing.assert_close(delta_eval, torch.full_like(delta_eval, float(up.scaling["default"])))
+
+
+def test_dora_layers_keep_peft_forward():
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(_Block(), LoraConfig(r=4, lora_alpha=8, use_dora=True, target_modules=["up"]))
+    assert lean_lora(model) == 0
+
+
+def test_flat_nf4_scales_are_bit_identical():
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+    dense = nn.Linear(128, 96, bias=False).to(torch.bfloat16)
+    layer = bnb.nn.Linear4bit(128, 96, bias=False, compute_dtype=torch.bfloat16, compress_statistics=True,
+                              quant_type="nf4", quant_storage=torch.bfloat16)
+    layer.weight = bnb.nn.Params4bit(dense.weight.data, requires_grad=False, compress_statistics=True,
+                                     quant_type="nf4", quant_storage=torch.bfloat16)._quantize("cpu")
+    assert layer.weight.quant_state.nested
+    x = torch.randn(5, 128, dtype=torch.bfloat16)
+    before = layer(x)
+    assert flatten_double_quant(layer) == 1
+    assert not layer.weight.quant_state.nested
+    assert torch.equal(layer(x), before)
+
+
+def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
+    from mens.records import Pair
+    from mens.train.config import TrainConfig
+    from mens.train.data import build_examples, epoch_batches
+    from mens.train.loop import batch_loss
+    from mens.train.model import BaseModelInfo, decoder_and_head, load_model, load_tokenizer
+
+    tok = load_tokenizer(str(tiny_model_dir))
+    pairs = [Pair.from_dict({"prompt": f"Write a Vox function that adds {i} and {i + 1}.",
+                             "response": "fn add(a: int, b: int) to int {\n    return a + b\n}" * (1 + i % 3)})
+             for i in range(12)]
+    examples, _ = build_examples(pairs, tok, 96)
+    batch = epoch_batches(examples, 96, 4, 0, 0, tok.pad_token_id)[0]
+    cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", lora_dropout=0.0, seq_len=96,
+                      micro_batch=4).validate()
+    base = BaseModelInfo(str(tiny_model_dir), str(tiny_model_dir), None)
+
+    def grads(parts):
+        torch.manual_seed(0)
+        model = load_model(cfg, base, "cpu", torch.float32)
+        optimize_for_training(model, cfg)
+        decoder, head = decoder_and_head(model)
+        total = 0.0
+        for part in parts:
+            s, _ = batch_loss(decoder, head, part, "cpu", 64)
+            (s / batch.n_supervised).backward()
+            total += float(s.detach())
+        return total, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    cfg.tokens_per_pass = 96  # one row per pass
+    parts = split_for_memory(batch, cfg, "cpu")
+    assert len(parts) == batch.input_ids.shape[0] > 1
+    assert sum(p.n_supervised for p in parts) == batch.n_supervised
+    whole_loss, whole = grads([batch])
+    split_loss, split = grads(parts)
+    assert split_loss == pytest.approx(whole_loss, rel=1e-5)
+    for name in whole:
+        torch.testing.assert_close(split[name], whole[name], rtol=1e-4, atol=1e-6)
+    cfg.tokens_per_pass = 0  # 0 = whole micro-batch
+    assert split_for_memory(batch, cfg, "cpu") == [batch]
+
+
+def test_optimize_for_training_switches(tiny_model_dir):
+    from mens.train.config import TrainConfig
+    from mens.train.model import BaseModelInfo, load_model, unwrap
+
+    cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", gradient_checkpointing="on").validate()
+    model = load_model(cfg, BaseModelInfo(str(tiny_model_dir), str(tiny_model_dir), None), "cpu", torch.float32)
+    assert optimize_for_training(model, cfg) is model
+    inner = unwrap(model)
+    assert inner.config.use_cache is False
+    assert inner.is_activation_checkpointing
