@@ -1,6 +1,7 @@
 """Grammar-constrained decoding: generated code stays a viable prefix of the pack's grammar."""
 
 import hashlib
+import re
 import time
 
 import pytest
@@ -48,6 +49,24 @@ def test_fence_and_whole_modes():
     assert c.whole_mode_prefix("(add 1") == "(add 1" and c.whole_mode_prefix("Write code") is None
     assert c.allows(" 2 (x", prefix="(add 1") and not c.allows(" 2))", prefix="(add 1")
     assert c.allows(" 2)", prefix="(add 1", final=True) and not c.allows(" 2", prefix="(add 1", final=True)
+
+
+class WordsPack(SexpPack):
+    """Sexp whose only words are the keywords `add` and `mul` (and numbers)."""
+
+    def analyze(self, text, *, script=False):
+        for m in re.finditer(r"[a-z]\w*", text):
+            if m.group() not in ("add", "mul"):
+                return Analysis(False, Diagnostic(1, m.start() + 1, f"unknown word {m.group()!r}"))
+        return super().analyze(text)
+
+
+def test_a_keyword_being_written_is_judged_by_the_code_before_it():
+    pack = WordsPack()
+    c = Constraint(pack, keywords=("add", "mul"))
+    assert not pack.viable_prefix("(ad") and c.allows("(ad", prefix="")    # "ad" is on its way to "add"
+    assert c.allows("(add 1 (m", prefix="") and not c.allows("(add 1 (x", prefix="")  # no keyword starts "x"
+    assert not c.allows("(ad\n", prefix="") and not c.allows("(ad)", prefix="", final=True)  # words end whole
 
 
 def _run(engine, prompt, **sampling):

@@ -20,7 +20,7 @@ import re
 from mens.errors import MensError
 from mens.lang import LanguagePack
 
-_WORD_END = re.compile(r"(?<![\w@])[A-Za-z_]\w*$")
+_WORD_END = re.compile(r"(?<![\w@])[A-Za-z_]\w*\Z")
 _OPEN = re.compile(r"(`{3,})[ \t]*([\w.+#-]*)[^\n]*\n")
 
 
