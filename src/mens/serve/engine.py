@@ -135,19 +135,29 @@ class Engine:
                 if self._stop:
                     break
                 admitted = self._admit(len(running))
+            # A failed step must not kill the server: it fails the requests it was serving. A failed
+            # prefill (say, out of memory on long prompts) fails only the newcomers.
             try:
                 if running:
                     cache, mask = self._decode_step(running, cache, mask)
-                if admitted:
+            except Exception as exc:
+                self._fail(running + admitted, exc)
+                running, cache, mask = [], None, None
+                continue
+            if admitted:
+                try:
                     new_cache, new_mask = self._prefill(admitted)
                     cache, mask = _join(cache, mask, new_cache, new_mask)
                     running += admitted
-                running, cache, mask = self._retire(running, cache, mask)
-            except Exception as exc:  # a failed step must not kill the server: fail its requests
-                say(f"serve: generation failed: {type(exc).__name__}: {exc}")
-                for req in {id(s.req): s.req for s in running + admitted}.values():
-                    req.sink(("error", f"generation failed: {type(exc).__name__}: {exc}"))
-                running, cache, mask = [], None, None
+                except Exception as exc:
+                    self._fail(admitted, exc)
+            running, cache, mask = self._retire(running, cache, mask)
+
+    def _fail(self, seqs: list[_Seq], exc: Exception) -> None:
+        say(f"serve: generation failed: {type(exc).__name__}: {exc}")
+        for req in {id(s.req): s.req for s in seqs}.values():
+            req.sink(("error", f"generation failed: {type(exc).__name__}: {exc}"))
+            req.cancelled = True
 
     def _admit(self, n_running: int) -> list[_Seq]:
         """Waiting requests that fit in the batch (a request with n choices takes n rows)."""

@@ -1,0 +1,57 @@
+"""The batching engine on its own: continuous batching joins newcomers mid-decode, and a request
+that breaks the model fails alone."""
+
+import threading
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from mens.inference import load_model
+    from mens.serve.engine import Engine
+
+    model, tok, _ = load_model(tiny_model_dir, device="cpu")
+    eng = Engine(model, tok, context_window=512, max_batch=4)
+    yield eng
+    eng.stop()
+
+
+def _submit(engine, prompt_ids, max_tokens):
+    from mens.serve.engine import Request, Sampling
+
+    events, done = [], threading.Event()
+
+    def sink(ev):
+        events.append(ev)
+        if ev[0] in ("done", "error"):
+            done.set()
+
+    engine.submit(Request(prompt_ids, Sampling(max_tokens=max_tokens, temperature=0), sink))
+    return events, done
+
+
+def test_newcomers_join_a_running_batch(engine):
+    tok = engine.tokenizer
+    long_events, long_done = _submit(engine, tok("fn add(a: int").input_ids, 60)
+    while not any(e[0] == "delta" for e in long_events):
+        time.sleep(0.005)
+    before = engine.snapshot()["prefills"]
+    short_events, short_done = _submit(engine, tok("The quick brown fox jumps").input_ids, 5)
+    assert short_done.wait(30) and not long_done.is_set()     # finished while the long one still runs
+    assert long_done.wait(60)
+    assert engine.snapshot()["prefills"] == before + 1 and engine.snapshot()["batch_size_histogram"].get("2")
+    assert short_events[-1][:3] == ("done", 0, "length") and long_events[-1][3] == 60
+
+
+def test_a_failing_request_fails_alone(engine):
+    tok = engine.tokenizer
+    good_events, good_done = _submit(engine, tok("def").input_ids, 30)
+    while not any(e[0] == "delta" for e in good_events):
+        time.sleep(0.005)
+    bad_events, bad_done = _submit(engine, [10 ** 6], 5)       # an id past the embedding table
+    assert bad_done.wait(30) and bad_events[-1][0] == "error"
+    assert good_done.wait(60) and good_events[-1][:3] == ("done", 0, "length")
+    after_events, after_done = _submit(engine, tok("fn").input_ids, 3)
+    assert after_done.wait(30) and after_events[-1][0] == "done"
