@@ -27,7 +27,12 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    14 ms flat per dequantisation, against 66 ms for the 2,048-row matmul it feeds. The scales
    are dequantised once at load into fp32 (the very values double quantisation yields, so the
    weights and every result are bit-identical); costs 4 bytes per 64 weights (22 MB at 0.5B).
-5. No KV cache during training (`use_cache=False`): the cache is never read in training but
+5. Lean SwiGLU (`lean_swiglu`): `down(silu(gate(x)) * up(x))` lets autograd keep gate(x),
+   silu(gate(x)) and up(x); `_SwiGLU` keeps gate(x) and up(x) and recomputes the (cheap,
+   elementwise) silu in backward: one [tokens, intermediate] tensor less per layer, 9.7 of the
+   72 KB saved per token and layer on the Qwen2.5-0.5B shape (measured with
+   saved_tensors_hooks).
+6. No KV cache during training (`use_cache=False`): the cache is never read in training but
    transformers would still build it.
 """
 
@@ -54,6 +59,7 @@ def optimize_for_training(model, cfg):
         _cpu_threads()
     flatten_double_quant(model)
     lean_lora(model)
+    lean_swiglu(model)
     mode = getattr(cfg, "gradient_checkpointing", "auto")
     if mode == "on":
         enable_checkpointing(inner)
@@ -186,6 +192,45 @@ def flatten_double_quant(model) -> int:
         state.state2, state.offset, state.nested = None, None, False
         flattened += 1
     return flattened
+
+
+# ---------------------------------------------------------------- lever 5: lean SwiGLU
+
+class _SwiGLU(torch.autograd.Function):
+    """silu(gate) * up, saving only its two inputs."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return nn.functional.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, grad):
+        gate, up = ctx.saved_tensors
+        wide = torch.promote_types(gate.dtype, torch.float32)
+        g, u, gr = gate.to(wide), up.to(wide), grad.to(wide)
+        sig = torch.sigmoid(g)
+        grad_up = (gr * g * sig).to(up.dtype)
+        grad_gate = (gr * u * sig * (1 + g * (1 - sig))).to(gate.dtype)
+        return grad_gate, grad_up
+
+
+def _swiglu_mlp_forward(self, x):
+    return self.down_proj(_SwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
+
+
+def lean_swiglu(model) -> int:
+    """Route gate/up/down MLPs with a SiLU activation (Llama, Qwen2, Mistral, ...) through
+    `_SwiGLU`; returns how many were patched."""
+    patched = 0
+    for module in model.modules():
+        if not all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+            continue
+        if not isinstance(module.act_fn, nn.SiLU) and type(module.act_fn).__name__ != "SiLUActivation":
+            continue
+        module.forward = _swiglu_mlp_forward.__get__(module)
+        patched += 1
+    return patched
 
 
 # ---------------------------------------------------------------- lever 2: micro-batch splitting
