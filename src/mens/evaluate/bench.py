@@ -225,6 +225,9 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
     same seed, batch size and model give the same responses."""
     import torch
 
+    # Left padding for batched generation; restored afterwards, since the training loop hands
+    # in the tokenizer it will save with the run.
+    sides = tokenizer.padding_side, tokenizer.truncation_side
     tokenizer.padding_side = "left"
     tokenizer.truncation_side = "left"  # an over-long prompt keeps its end: the question
     if tokenizer.pad_token_id is None:
@@ -255,6 +258,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
                 progress_bar.advance(len(chunk))
     finally:
         model.train(was_training)
+        tokenizer.padding_side, tokenizer.truncation_side = sides
     return [outputs[i * n:(i + 1) * n] for i in range(len(prompts))]
 
 

@@ -19,7 +19,7 @@ _PASS = ("model", "data_dir", "output_dir", "backend", "preset", "device", "dtyp
          "epochs", "max_steps", "seq_len", "micro_batch", "grad_accum", "seed", "packing", "ce_last_k",
          "min_rating", "system_prompt", "lenient", "val_split", "raw_text", "scratch_shape", "scratch_layers",
          "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions", "scratch_dropout",
-         "log_interval", "eval_interval", "save_interval", "keep_checkpoints", "gradient_checkpointing",
+         "log_interval", "eval_interval", "save_interval", "keep_checkpoints", "bench", "bench_every", "bench_limit", "gradient_checkpointing",
          "loss_chunk", "tokens_per_pass", "report_to", "upstream_model_id", "license", "attribution_required")
 
 
@@ -76,6 +76,9 @@ def register(sub) -> None:
     g.add_argument("--eval-interval", type=int, help="steps between validations (0 = at the end)")
     g.add_argument("--save-interval", type=int, help="steps between checkpoints (0 = on stop only)")
     g.add_argument("--keep-checkpoints", type=int)
+    g.add_argument("--bench", help="held-out bench (dir or .jsonl): log greedy pass@1 to telemetry while training")
+    g.add_argument("--bench-every", type=int, help="steps between bench runs (0 = only at the end)")
+    g.add_argument("--bench-limit", type=int, help="bench tasks per run (default 8)")
     g.add_argument("--report-to", action="append", choices=("jsonl", "tensorboard"),
                    help="extra metric sinks; telemetry.jsonl is always written")
     g.add_argument("--force-restart", action="store_true", help="start over instead of resuming")

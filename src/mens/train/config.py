@@ -68,6 +68,9 @@ class TrainConfig:
     eval_interval: int = 50           # optimizer steps; 0 = only at the end
     save_interval: int = 50           # optimizer steps; 0 = only at the end / on interrupt
     keep_checkpoints: int = 2
+    bench: str | None = None          # held-out bench (dir or .jsonl) scored during training
+    bench_every: int = 0              # optimizer steps between bench runs; 0 = only at the end (if --bench)
+    bench_limit: int = 8              # bench tasks per run (greedy pass@1), to keep it cheap
     # speed knobs read by mens.train.speed
     gradient_checkpointing: str = "auto"   # auto | on | off
     loss_chunk: int = 1024
@@ -99,7 +102,7 @@ class TrainConfig:
                      "loss_chunk"):
             if int(getattr(self, name)) < 1:
                 raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set {name} to a positive integer")
-        for name in ("eval_interval", "save_interval", "warmup_steps", "keep_checkpoints"):
+        for name in ("eval_interval", "save_interval", "warmup_steps", "keep_checkpoints", "bench_every"):
             if int(getattr(self, name)) < 0:
                 raise bad(f"{name} must be >= 0, got {getattr(self, name)}", f"set {name} to 0 or more")
         if not self.lr > 0:

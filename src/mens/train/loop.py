@@ -341,6 +341,20 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         total = all_sum(total)
         return float(total[0] / total[1]) if total[1] > 0 else None
 
+    def run_bench() -> None:
+        """Greedy pass@1 on the first tasks of the held-out bench: does the code parse yet?
+        The RNG is forked so that benching never changes the training trajectory."""
+        if not main_rank:
+            return
+        from mens.evaluate.bench import bench_callback
+
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), _dropout_off(model):
+            pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
+                                       system=cfg.system_prompt)
+        telemetry.event("bench", prog.step, pass_at_1=round(pass_at_1, 4), tasks=cfg.bench_limit)
+        if plain_lines:
+            say(f"step {prog.step}  bench pass@1 {pass_at_1:.3f}")
+
     def checkpoint(reason: str) -> None:
         states = [rng_state()]
         if world > 1:
@@ -428,6 +442,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                     val_loss = evaluate()
                     if main_rank and val_loss is not None:
                         telemetry.event("eval", prog.step, val_loss=round(val_loss, 6))
+                if cfg.bench and cfg.bench_every and prog.step % cfg.bench_every == 0 and prog.step < total_steps:
+                    run_bench()
                 if on_step is not None:
                     on_step(prog.step, loss)
                 stop_now = torch.tensor(float(stop.requested), device=dev)
@@ -456,6 +472,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         val_loss = evaluate() if val_batches else val_loss
         if main_rank and val_loss is not None:
             telemetry.event("eval", prog.step, val_loss=round(val_loss, 6))
+        if cfg.bench:
+            run_bench()
     results = manifest.results
     results.steps, results.final_loss, results.val_loss = prog.step, prog.last_loss, val_loss
     results.epochs_done = round(prog.epoch + prog.batch_in_epoch / max(len(batches), 1), 4)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-EVENTS = ("train_start", "step", "eval", "checkpoint", "epoch_end", "train_end", "error")
+EVENTS = ("train_start", "step", "eval", "checkpoint", "epoch_end", "train_end", "error", "bench")
 
 
 class MetricLogger(Protocol):
