@@ -138,8 +138,9 @@ def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[s
     flags.setdefault("seed", int(ctx.config.get("seed", 0)))
     if flags.get("raw_text"):
         flags["raw_text"] = str(ctx.path(flags["raw_text"]).resolve())
-    if flags.get("data"):
-        flags["data"] = str(ctx.path(flags["data"]).resolve())
+    for key in ("data", "bench"):
+        if flags.get(key):
+            flags[key] = str(ctx.path(flags[key]).resolve())
     return flags
 
 
