@@ -75,6 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
     app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
                                max_batch=args.max_batch, queue_size=args.queue_size, grammar=args.grammar,
                                device=args.device, dtype=args.dtype)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+        say(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
     say(f"serving {', '.join(engine.models)} on http://{args.host}:{args.port}/v1 "
         f"({engine.device}, batch ≤ {args.max_batch}{', grammar ' + args.grammar if args.grammar else ''})")
     try:
