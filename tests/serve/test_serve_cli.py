@@ -88,3 +88,22 @@ def test_bad_adapter_flag_is_a_user_error(tiny_model_dir, run_cli):
     assert code == 2 and "NAME=RUN" in err
     code, _, err = run_cli("serve", str(tiny_model_dir), "--adapter", f"x={tiny_model_dir}")
     assert code == 2 and "not an adapter run" in err
+
+
+def test_a_client_that_hangs_up_frees_its_rows(tiny_model_dir):
+    from mens.serve.app import build_server
+
+    app, engine = build_server(str(tiny_model_dir), name="d", max_batch=2, device="cpu")
+    server = LiveServer(app, engine)
+    try:
+        impatient = server.client()
+        impatient.timeout = 0.3
+        start = time.perf_counter()
+        with pytest.raises(openai.APITimeoutError):
+            impatient.completions.create(model="d", prompt="fn", max_tokens=500, temperature=0)
+        while engine.snapshot()["cancelled"] == 0 and engine.snapshot()["tokens"] < 500:
+            time.sleep(0.02)
+        stats = engine.snapshot()
+        assert stats["cancelled"] == 1 and stats["tokens"] < 500, (stats, time.perf_counter() - start)
+    finally:
+        server.close()

@@ -134,13 +134,21 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                            code="queue_full") from None
         return req, events
 
-    async def collect(jobs) -> tuple[list[dict], int]:
-        """Wait for every choice of every job; → (choices, completion tokens)."""
+    async def collect(jobs, request: HTTPRequest) -> tuple[list[dict], int]:
+        """Wait for every choice of every job; → (choices, completion tokens). A client that hangs
+        up (say, its timeout ran out) has its rows cancelled rather than decoded for nobody."""
         choices, used = [], 0
         for offset, (req, events) in jobs:
             texts, finish = [""] * req.sampling.n, [None] * req.sampling.n
             while any(f is None for f in finish):
-                ev = await events.get()
+                try:
+                    ev = await asyncio.wait_for(events.get(), timeout=0.25)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        for _, (r, _) in jobs:
+                            r.cancelled = True
+                        raise APIError(499, "client closed the request") from None
+                    continue
                 if ev[0] == "error":
                     raise APIError(500, ev[1], type="server_error")
                 if ev[0] == "delta":
@@ -225,7 +233,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                 return {"id": rid, "object": "chat.completion.chunk", "created": now, "model": p.model,
                         "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             return stream(jobs, p, chunk, len(prompt_ids))
-        choices, used = await collect(jobs)
+        choices, used = await collect(jobs, request)
         return {"id": rid, "object": "chat.completion", "created": now, "model": p.model,
                 "choices": [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
                              "logprobs": None, "finish_reason": c["finish_reason"]} for c in choices],
@@ -249,7 +257,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                         "choices": [{"index": index, "text": (prompts[index // p.n] if first and p.echo else text or ""),
                                      "logprobs": None, "finish_reason": finish}]}
             return stream(jobs, p, chunk, prompt_tokens)
-        choices, used = await collect(jobs)
+        choices, used = await collect(jobs, request)
         for c in choices:
             if p.echo:
                 c["text"] = prompts[c["index"] // p.n] + c["text"]

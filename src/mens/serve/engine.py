@@ -87,7 +87,7 @@ class Engine:
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
-                      "max_batch_size": 0, "rejected_queue_full": 0, "grammar_rejections": 0,
+                      "max_batch_size": 0, "rejected_queue_full": 0, "cancelled": 0, "grammar_rejections": 0,
                       "grammar_fallbacks": 0, "batch_size_histogram": Counter()}
         self._stats_lock = threading.Lock()  # the histogram is read by the server thread
         self._waiting: deque[Request] = deque()
@@ -222,6 +222,7 @@ class Engine:
     def _retire(self, seqs: list[_Seq], cache, mask):
         """Drop finished or cancelled rows from the batch and trim all-padding columns."""
         keep = [i for i, s in enumerate(seqs) if s.finish is None and not s.req.cancelled]
+        self.stats["cancelled"] += sum(1 for s in seqs if s.finish is None and s.req.cancelled)
         if len(keep) == len(seqs):
             return seqs, cache, mask
         if not keep:
