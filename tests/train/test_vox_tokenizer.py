@@ -86,6 +86,8 @@ def test_decode_skips_specials_on_request():
     assert vt.decode(ids) == "[PAD][EOS]let x[UNK]"
     assert vt.decode(ids, skip_special=True) == "let x"
     assert hf().decode(ids) == vt.decode(ids)
+    with pytest.raises(ValueError, match="outside"):
+        vt.decode([5, -100])
 
 
 def test_forms_agree_on_example_vox_files():

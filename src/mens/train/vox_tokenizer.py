@@ -56,11 +56,10 @@ assert VOCAB_SIZE == 133 and TOKEN_TO_ID["~"] == ord("~") - 29 and TOKEN_TO_ID[I
 # Multi-character compounds, longest first: a regex alternation takes the first alternative
 # that matches, so this order makes it a greedy longest match. Single characters (including
 # newline and tab, which are compounds but one character long) fall through to the final
-# any-character class,
-# which also catches every character outside the vocabulary (→ [UNK]).
+# any-character class, which also catches every character outside the vocabulary (→ [UNK]).
+# `[\s\S]` means "any character" in both Python's `re` and Oniguruma (the engine `tokenizers`
+# uses) without needing a dot-all flag, whose syntax differs between the two.
 _MULTI = sorted((t for t in COMPOUND if len(t) > 1), key=lambda t: (-len(t), t))
-# `[\s\S]` is "any character" in both Python's `re` and Oniguruma (which `tokenizers` uses)
-# without flags, whose syntax differs between the two.
 TOKEN_PATTERN = "|".join(re.escape(t) for t in _MULTI) + r"|[\s\S]"
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
@@ -78,9 +77,11 @@ def encode(text: str) -> list[int]:
 
 def decode(ids, skip_special: bool = False) -> str:
     """Text of `ids`; [PAD]/[UNK]/[EOS] appear literally unless `skip_special`."""
-    if skip_special:
-        return "".join(VOCAB[i] for i in ids if i > EOS_ID)
-    return "".join(VOCAB[i] for i in ids)
+    ids = [int(i) for i in ids]
+    bad = [i for i in ids if not 0 <= i < VOCAB_SIZE]
+    if bad:  # a negative id (e.g. the -100 label mask) would otherwise index from the end
+        raise ValueError(f"ids outside the {VOCAB_SIZE}-token vocabulary: {bad[:5]}")
+    return "".join(VOCAB[i] for i in ids if not (skip_special and i <= EOS_ID))
 
 
 def tokens(text: str) -> list[str]:
@@ -94,8 +95,9 @@ def _backend_tokenizer():
 
     tok = Tokenizer(models.WordLevel(vocab=dict(TOKEN_TO_ID), unk_token=UNK))
     # No normaliser: newline, tab and case must reach the pre-tokenizer untouched. The Split
-    # with the same pattern isolates every match, and since the pattern ends in any-character
-    # every character belongs to some match; WordLevel then maps each piece, unknown ones to [UNK].
+    # with the same pattern isolates every match, and since the pattern ends in an
+    # any-character class every character belongs to some match; WordLevel then maps each
+    # piece to its id, unknown ones to [UNK].
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(TOKEN_PATTERN), behavior="isolated")
     tok.decoder = decoders.Fuse()  # concatenate pieces: no spaces between tokens
     return tok
