@@ -32,7 +32,14 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    elementwise) silu in backward: one [tokens, intermediate] tensor less per layer, 9.7 of the
    72 KB saved per token and layer on the Qwen2.5-0.5B shape (measured with
    saved_tensors_hooks).
-6. No KV cache during training (`use_cache=False`): the cache is never read in training but
+6. CPU memory hygiene (`own_weights`, `_lean_allocator`): transformers leaves unquantised
+   weights (the 136 M-parameter tied embedding / LM head) as views into the mmap'd
+   safetensors file, which keeps the whole file (988 MB at 0.5B) mapped and, once the head has
+   read it, resident; cloning them releases the map. glibc's growing mmap threshold then parks
+   freed activation blocks in a fragmented heap; a fixed 1 MiB threshold and a `malloc_trim`
+   per micro-batch return them. Measured on one Qwen2.5-0.5B micro-batch: resident memory after
+   backward 2.8 GB -> 1.2 GB, peak 3.45 GB -> 2.55 GB, CPU time unchanged.
+7. No KV cache during training (`use_cache=False`): the cache is never read in training but
    transformers would still build it.
 """
 
@@ -57,6 +64,8 @@ def optimize_for_training(model, cfg):
     device = _device_of(model)
     if device.type == "cpu":
         _cpu_threads()
+        _lean_allocator()
+        own_weights(model)
     flatten_double_quant(model)
     lean_lora(model)
     lean_swiglu(model)
@@ -86,6 +95,46 @@ def _cpu_threads() -> None:
     except AttributeError:  # pragma: no cover - non-Linux
         physical = os.cpu_count() or 1
     torch.set_num_threads(max(1, physical))
+
+
+_M_MMAP_THRESHOLD = -3
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:  # pragma: no cover - not glibc
+        return None
+
+
+def _lean_allocator() -> None:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+
+
+def trim_heap() -> None:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def own_weights(model) -> int:
+    """Give every unquantised CPU parameter its own memory (see lever 6); returns the count."""
+    import gc
+
+    seen: set[int] = set()
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            if id(param) in seen or param.device.type != "cpu" or type(param).__name__ == "Params4bit":
+                continue
+            seen.add(id(param))
+            param.data = param.data.clone()
+    gc.collect()
+    return len(seen)
 
 
 # ---------------------------------------------------------------- lever 1: lean LoRA
@@ -249,6 +298,8 @@ def split_for_memory(batch, cfg, device) -> list:
     """The micro-batch as consecutive row groups of at most `tokens_per_pass` tokens, each with
     its padding trimmed. Summing the group losses gives the micro-batch loss exactly."""
     budget = tokens_per_pass(cfg, device)
+    if torch.device(device).type == "cpu":
+        trim_heap()  # the previous micro-batch's activations are free by now (lever 6)
     rows, width = batch.input_ids.shape
     if budget is None or rows * width <= budget or rows == 1:
         return [batch]
