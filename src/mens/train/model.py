@@ -121,6 +121,10 @@ def load_model(cfg: TrainConfig, base: BaseModelInfo, device: str, dtype, local_
                         "check that the directory holds a causal LM transformers can load") from None
     if cfg.backend != "qlora":
         model.to(device if device != "cuda" else f"cuda:{local_rank}")
+    else:
+        from mens.train.bnb_cpu import keep_nf4_trainable
+
+        keep_nf4_trainable(model)  # a mid-run bench (model.eval()) must not freeze the NF4 layers
     model.config.use_cache = False
     if cfg.backend in ("qlora", "lora"):
         model = attach_adapters(model, cfg, base)
