@@ -16,8 +16,12 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
 2. Micro-batch splitting (`split_for_memory`): on CPU the matmuls already saturate the cores
    at a few hundred rows, so a packed micro-batch is run row by row (forward + backward per
    row, gradients accumulate; the loss is divided by the whole window's supervised tokens, so
-   the result is the same gradient). Activation memory drops by the micro-batch size at
-   almost no cost in throughput; no recomputation, unlike activation checkpointing.
+   the result is the same gradient). A pass holds at most CPU_ACTIVATION_BUDGET (1 GiB) of
+   estimated activations, never less than one row: one row per pass at the 0.5B shape, the
+   whole micro-batch on its 4-layer cut. Each pass re-dequantises every NF4 weight, so more
+   passes cost CPU (x1.8 per micro-batch measured on the 4-layer cut with 4 passes), but at
+   0.5B one 2,048-token pass holds ~3.5 GB and ran slower (118 s vs 44 s epoch, 8 GB RSS) than
+   row passes (4.5 GB); no recomputation of matmuls, unlike activation checkpointing.
 3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
    when the estimated activations of one pass would not fit in half the free memory: it
    recomputes every layer's forward (about +40 % time), so it is the last resort.
@@ -52,6 +56,10 @@ import torch
 from torch import nn
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
+# CPU passes hold at most this much estimated activation memory (lever 2): at the 0.5B shape
+# that is one 512-token row per pass; at its 4-layer cut a whole 4x512 micro-batch.
+CPU_ACTIVATION_BUDGET = 1 << 30
+_auto_tokens_per_pass: int | None = None  # set by optimize_for_training from the model shape
 
 
 # ---------------------------------------------------------------- entry point
@@ -69,6 +77,9 @@ def optimize_for_training(model, cfg):
     flatten_double_quant(model)
     lean_lora(model)
     lean_swiglu(model)
+    global _auto_tokens_per_pass
+    per_token = _activation_bytes_per_token(inner)
+    _auto_tokens_per_pass = int(CPU_ACTIVATION_BUDGET // per_token) if per_token else None
     mode = getattr(cfg, "gradient_checkpointing", "auto")
     if mode == "on":
         enable_checkpointing(inner)
@@ -290,7 +301,8 @@ def tokens_per_pass(cfg, device: torch.device | str) -> int | None:
     if explicit is not None and str(explicit).strip() != "":
         return int(explicit) or None  # 0 = the whole micro-batch in one pass
     if torch.device(device).type == "cpu":
-        return max(DEFAULT_CPU_TOKENS_PER_PASS, int(getattr(cfg, "seq_len", 0) or 0))
+        floor = max(DEFAULT_CPU_TOKENS_PER_PASS, int(getattr(cfg, "seq_len", 0) or 0))
+        return max(floor, _auto_tokens_per_pass or 0)
     return None
 
 
@@ -326,19 +338,28 @@ def split_for_memory(batch, cfg, device) -> list:
 # Saved activations per token per decoder layer with lean LoRA, in units of hidden-size
 # elements of the compute dtype (measured with torch.autograd.graph.saved_tensors_hooks on the
 # Qwen2 shape: ~10 hidden-widths for attention + norms, 4 intermediate-widths for the MLP).
-def _checkpoint_every(inner, cfg, device: torch.device) -> int | None:
-    """None when one pass's activations fit in half the free memory; else checkpoint every
-    n-th layer with the largest n that fits (a checkpointed layer keeps only its input)."""
+def _activation_bytes_per_token(inner) -> int | None:
+    """Saved activations per token through the whole decoder with the levers on: ~10 hidden
+    widths for attention, norms and inputs plus 5 intermediate widths for the MLP, 2 bytes each
+    (measured with saved_tensors_hooks on the Qwen2 shape: 72 KB per token and layer)."""
     conf = getattr(inner, "config", None)
     hidden = getattr(conf, "hidden_size", None)
     layers = getattr(conf, "num_hidden_layers", None)
     if not hidden or not layers:
         return None
     inter = getattr(conf, "intermediate_size", 4 * hidden) or 4 * hidden
+    return int(layers * (10 * hidden + 5 * inter) * 2)
+
+
+def _checkpoint_every(inner, cfg, device: torch.device) -> int | None:
+    """None when one pass's activations fit in half the free memory; else checkpoint every
+    n-th layer with the largest n that fits (a checkpointed layer keeps only its input)."""
+    per_token = _activation_bytes_per_token(inner)
+    if not per_token:
+        return None
     tokens = tokens_per_pass(cfg, device) or (
         int(getattr(cfg, "seq_len", 512)) * int(getattr(cfg, "micro_batch", 1)))
-    per_token_layer = (10 * hidden + 5 * inter) * 2
-    need = tokens * layers * per_token_layer
+    need = tokens * per_token
     budget = 0.5 * _free_bytes(device)
     if need <= budget:
         return None
