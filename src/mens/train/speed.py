@@ -19,7 +19,8 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    the result is the same gradient). A pass holds at most CPU_ACTIVATION_BUDGET (1 GiB) of
    estimated activations, never less than one row: one row per pass at the 0.5B shape, the
    whole micro-batch on its 4-layer cut. Each pass re-dequantises every NF4 weight, so more
-   passes cost CPU (x1.8 per micro-batch measured on the 4-layer cut with 4 passes), but at
+   passes may cost CPU (x1.8 per micro-batch in a 4-pass A/B on the 4-layer cut under heavy
+   load; 17.2 s vs 16.8 s per epoch there, row passes vs whole, at low load), but at
    0.5B one 2,048-token pass holds ~3.5 GB and ran slower (118 s vs 44 s epoch, 8 GB RSS) than
    row passes (4.5 GB); no recomputation of matmuls, unlike activation checkpointing.
 3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
