@@ -24,8 +24,9 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    0.5B one 2,048-token pass holds ~3.5 GB and ran slower (118 s vs 44 s epoch, 8 GB RSS) than
    row passes (4.5 GB); no recomputation of matmuls, unlike activation checkpointing.
 3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
-   when the estimated activations of one pass would not fit in half the free memory: it
-   recomputes every layer's forward (about +40 % time), so it is the last resort.
+   every n-th layer when the estimated activations of one pass would not fit in half the free
+   memory: it recomputes the forward of those layers (TRL's default, all layers: ~+40 % CPU in
+   our runs), so it is the last resort.
 4. Flat NF4 scales (`flatten_double_quant`): with double quantisation every dequantisation
    (forward and backward of every layer, every pass) first dequantises the 8-bit block scales
    through bitsandbytes' generic path; measured on a 4864x896 weight, 2 cores: 56 ms nested vs
