@@ -12,7 +12,7 @@ def quiet() -> bool:
     return os.environ.get("MENS_QUIET") == "1" or not sys.stderr.isatty()
 
 
-class _NoBar:
+class NoBar:
     def advance(self, n: int = 1) -> None:  # noqa: D401 - same interface as the rich bar
         pass
 
@@ -32,10 +32,10 @@ class _RichBar:
 
 
 @contextmanager
-def progress(description: str, total: int | None = None) -> Iterator[_NoBar | _RichBar]:
+def progress(description: str, total: int | None = None) -> Iterator[NoBar | _RichBar]:
     """`with progress("extract", total=n) as bar: … bar.advance()` — a no-op when quiet."""
     if quiet():
-        yield _NoBar()
+        yield NoBar()
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)

@@ -10,16 +10,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import resource
 import shutil
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from mens.errors import MensError
-from mens.progress import progress, quiet, say
+from mens.progress import NoBar, progress, quiet, say
 from mens.train import preflight
 from mens.train.checkpoint import (Progress, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
                                    save_final, weights_sha256)
@@ -27,6 +25,7 @@ from mens.train.config import TrainConfig
 from mens.train.data import IGNORE, build_examples, epoch_batches, file_sha256, raw_examples, \
     split_validation
 from mens.train.manifest import Manifest, read_manifest
+from mens.train.runtime import StopFlag, dropout_off, peak_memory_gb
 from mens.train.telemetry import Telemetry
 
 # Artifacts a --force-restart clears (never anything else in the directory).
@@ -43,63 +42,6 @@ class Outcome:
     val_loss: float | None
     losses: list[float]  # the loss of every optimizer step of this session
     model: object = field(default=None, repr=False)  # the trained model (None when nothing ran)
-
-
-class _NoBar:
-    """Ranks other than 0 draw no progress bar."""
-
-    def advance(self, n: int = 1) -> None:
-        pass
-
-    def update(self, **fields) -> None:
-        pass
-
-
-class _StopFlag:
-    """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now."""
-
-    def __init__(self):
-        self.requested = False
-        self._old = {}
-
-    def _handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        say("mens: stopping after this step (checkpoint, then exit); press Ctrl+C again to exit now")
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-def _peak_memory_gb(device: str) -> float:
-    import torch
-
-    if device == "cuda":
-        return torch.cuda.max_memory_allocated() / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-
-
-@contextlib.contextmanager
-def _dropout_off(model):
-    """Deterministic validation without model.eval(): only dropout layers switch to eval."""
-    import torch
-
-    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.training]
-    for m in drops:
-        m.eval()
-    try:
-        yield
-    finally:
-        for m in drops:
-            m.train()
 
 
 def _loss_against_reference(model, decoder, head, batch, device, max_tokens: int = 256):
@@ -273,10 +215,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
 
     # ---------------------------------------------------------------- preflight: a finite first forward
-    # Train mode from here on, even for validation (see _dropout_off): bitsandbytes repacks
+    # Train mode from here on, even for validation (see dropout_off): bitsandbytes repacks
     # 4-bit weights into an inference-only layout the first time it runs in eval mode.
     model.train()
-    with torch.no_grad(), _dropout_off(model), amp():
+    with torch.no_grad(), dropout_off(model), amp():
         first = batches_of(0)[0]
         where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
         s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
@@ -332,7 +274,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         if not val_batches:
             return None
         total = torch.zeros(2, dtype=torch.float64, device=dev)
-        with torch.no_grad(), _dropout_off(model):
+        with torch.no_grad(), dropout_off(model):
             for b in val_batches[rank::world]:
                 for part in split_for_memory(b, cfg, dev):
                     with amp():
@@ -348,7 +290,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
             return
         from mens.evaluate.bench import bench_callback
 
-        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), _dropout_off(model):
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dropout_off(model):
             pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
                                        system=cfg.system_prompt)
         telemetry.event("bench", prog.step, pass_at_1=round(pass_at_1, 4), tasks=cfg.bench_limit)
@@ -374,8 +316,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     batches = batches_of(prog.epoch)
     plain_lines = quiet() and os.environ.get("MENS_QUIET") != "1"
     try:
-        bar_context = progress("train", total=total_steps) if main_rank else contextlib.nullcontext(_NoBar())
-        with _StopFlag() as stop, bar_context as bar:
+        bar_context = progress("train", total=total_steps) if main_rank else contextlib.nullcontext(NoBar())
+        with StopFlag() as stop, bar_context as bar:
             bar.advance(prog.step)
             while prog.step < total_steps:
                 if prog.batch_in_epoch >= len(batches):
@@ -480,7 +422,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     results.supervised_tokens, results.input_tokens = prog.supervised_tokens, prog.input_tokens
     results.wall_time_s = round(prog.train_seconds, 2)
     results.tokens_per_s = round(prog.supervised_tokens / max(prog.train_seconds, 1e-9), 2)
-    results.peak_memory_gb = round(_peak_memory_gb(device), 3)
+    results.peak_memory_gb = round(peak_memory_gb(device), 3)
     if world > 1:
         hashes = [None] * world
         dist.all_gather_object(hashes, weights_sha256(model))

@@ -1,0 +1,57 @@
+"""Process-level helpers of the training loop: the Ctrl+C protocol, peak memory, and a dropout
+switch that leaves every other layer in train mode."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import signal
+
+from mens.progress import say
+
+
+class StopFlag:
+    """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now."""
+
+    def __init__(self):
+        self.requested = False
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        say("mens: stopping after this step (checkpoint, then exit); press Ctrl+C again to exit now")
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def peak_memory_gb(device: str) -> float:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+@contextlib.contextmanager
+def dropout_off(model):
+    """Deterministic validation without model.eval(): only dropout layers switch to eval."""
+    import torch
+
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.training]
+    for m in drops:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m in drops:
+            m.train()
