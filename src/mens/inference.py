@@ -14,8 +14,10 @@ On CUDA the NF4 base is used (quarter the memory, the exact numerics the adapter
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -162,13 +164,12 @@ def load_model(path_or_id: str | Path, *, adapters: dict[str, str] | None = None
     if not primary_is_run:
         models[default] = None
     if runs:
-        from peft import PeftModel
-
         first_name, first_run = runs[0]
-        model = PeftModel.from_pretrained(model, first_run, adapter_name=first_name)
+        model = load_peft(model, first_run, adapter_name=first_name)
         models[first_name] = first_name
         for adapter_name, run in runs[1:]:
-            model.load_adapter(run, adapter_name=adapter_name)
+            with _peft_noise_off():
+                model.load_adapter(run, adapter_name=adapter_name)
             models[adapter_name] = adapter_name
         model.set_adapter(first_name)
     model.eval()
@@ -179,3 +180,22 @@ def load_model(path_or_id: str | Path, *, adapters: dict[str, str] | None = None
             "nf4": nf4, "models": models, "default": default, "manifest": manifest,
             "context_window": int(window)}
     return model, tokenizer, info
+
+
+@contextlib.contextmanager
+def _peft_noise_off():
+    """Silence two library warnings a user can do nothing about: peft 0.21 reads transformers'
+    deprecated `is_gradient_checkpointing`, and warns that GPT-2's Conv1D needs fan_in_fan_out
+    (which it then sets itself)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+        yield
+
+
+def load_peft(model, run: str | Path, adapter_name: str = "default"):
+    """`PeftModel.from_pretrained(model, run)`, without the libraries' noise."""
+    from peft import PeftModel
+
+    with _peft_noise_off():
+        return PeftModel.from_pretrained(model, str(run), adapter_name=adapter_name)

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.inference import adapter_base, is_adapter_run, load_base, load_tokenizer, read_manifest, torch_dtype
+from mens.inference import (adapter_base, is_adapter_run, load_base, load_peft, load_tokenizer, read_manifest,
+                            torch_dtype)
 from mens.progress import say
 from mens.records import atomic_path, write_json_atomic
 
@@ -116,12 +117,10 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
         raise MensError("output directory exists and is not empty", str(out), "choose a new --out or remove it")
     target = torch_dtype(dtype, "cpu")
     if is_adapter_run(run):
-        from peft import PeftModel
-
         base = adapter_base(run)
         say(f"merge: loading the full-precision base {base}")
         tokenizer = load_tokenizer(run, base)
-        model = PeftModel.from_pretrained(load_base(base, device="cpu", dtype=torch.float32), str(run))
+        model = load_peft(load_base(base, device="cpu", dtype=torch.float32), run)
         model.eval()
         reference = _logits(model, tokenizer, prompts)
         merged = model.merge_and_unload()
@@ -161,10 +160,8 @@ def _nf4_gap(run: Path, base: str, tokenizer, prompts, reference_merged) -> floa
     """Logit gap between the adapter on the NF4 base it was trained on and the fp merge; None when
     bitsandbytes cannot quantise here."""
     try:
-        from peft import PeftModel
-
         quantised = load_base(base, device="cpu", dtype=None, quantize_nf4=True)
-        model = PeftModel.from_pretrained(quantised, str(run)).eval()
+        model = load_peft(quantised, run).eval()
         return _max_diff(_logits(model, tokenizer, prompts), reference_merged)
     except (ImportError, RuntimeError, ValueError) as exc:
         say(f"merge: NF4 comparison skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
