@@ -174,31 +174,29 @@ class DeclParser:
         self.i += 1
         name = self.name("a name after 'url'")
         self.expect("{", "'{' after the url name")
+        return A.Decl(0, 0, "url", name, self.braced(self.url_entry))
+
+    def url_entry(self):
         k = self.k
-        items = []
-        while True:
-            self.skip_sep()
-            if k[self.i] == "}":
-                self.i += 1
-                return A.Decl(0, 0, "url", name, items)
-            items.append(self.name("a url entry name or '}'"))
-            if k[self.i] == "(":
-                self.i += 1
-                while True:
-                    self.skip_nl()
-                    if k[self.i] == ")":
-                        break
-                    if k[self.i] == "?":
-                        self.i += 1
-                    self.name("a url parameter name")
-                    self.expect(":", "':' after the url parameter")
-                    self.type_()
-                    self.skip_nl()
-                    if k[self.i] == ",":
-                        self.i += 1
-                    elif k[self.i] != ")":
-                        self.fail("',' or ')' in the url parameters")
-                self.i += 1
+        entry = self.name("a url entry name or '}'")
+        if k[self.i] == "(":
+            self.i += 1
+            while True:
+                self.skip_nl()
+                if k[self.i] == ")":
+                    break
+                if k[self.i] == "?":
+                    self.i += 1
+                self.name("a url parameter name")
+                self.expect(":", "':' after the url parameter")
+                self.type_()
+                self.skip_nl()
+                if k[self.i] == ",":
+                    self.i += 1
+                elif k[self.i] != ")":
+                    self.fail("',' or ')' in the url parameters")
+            self.i += 1
+        return entry
 
     def state_machine(self):
         if self.is_word("partial"):
@@ -206,164 +204,149 @@ class DeclParser:
         self.word("state_machine", "'state_machine'")
         name = self.name("a state machine name")
         self.expect("{", "'{' after the state machine name")
+        return A.Decl(0, 0, "state_machine", name, self.braced(self.state_machine_entry))
+
+    def state_machine_entry(self):
         k = self.k
-        items = []
-        while True:
-            self.skip_sep()
+        t = k[self.i]
+        if self.is_word("terminal"):
+            self.i += 1
             t = k[self.i]
-            if t == "}":
-                self.i += 1
-                return A.Decl(0, 0, "state_machine", name, items)
-            if self.is_word("terminal"):
-                self.i += 1
-                t = k[self.i]
-                if t != "state":
-                    self.fail("'state' after 'terminal'")
-            if t == "state":
-                self.i += 1
-                items.append(("state", self.name("a state name")))
+            if t != "state":
+                self.fail("'state' after 'terminal'")
+        if t == "state":
+            self.i += 1
+            entry = ("state", self.name("a state name"))
+            if k[self.i] == "(":
+                self.balanced()
+            return entry
+        if t == "on":
+            self.i += 1
+            event = self.name("an event name after 'on'")
+            if k[self.i] == "(":
+                self.balanced()
+            self.word("from", "'from' in a transition")
+            if not self.is_word("any"):
+                self.name("a source state or 'any'")
                 if k[self.i] == "(":
                     self.balanced()
-            elif t == "on":
-                self.i += 1
-                event = self.name("an event name after 'on'")
-                if k[self.i] == "(":
-                    self.balanced()
-                self.word("from", "'from' in a transition")
-                if not self.is_word("any"):
-                    self.name("a source state or 'any'")
-                    if k[self.i] == "(":
-                        self.balanced()
-                else:
-                    self.i += 1
-                self.expect("->", "'->' before the target state")
-                self.name("a target state")
-                if k[self.i] == "(":
-                    self.balanced()
-                items.append(("on", event))
             else:
-                self.fail("'state', 'terminal state', 'on' or '}' in a state machine")
+                self.i += 1
+            self.expect("->", "'->' before the target state")
+            self.name("a target state")
+            if k[self.i] == "(":
+                self.balanced()
+            return ("on", event)
+        self.fail("'state', 'terminal state', 'on' or '}' in a state machine")
 
     def form(self):
         self.i += 1
         name = self.name("a form name after @form")
         self.expect("{", "'{' after the form name")
+        return A.Decl(0, 0, "form", name, self.braced(self.form_entry))
+
+    def form_entry(self):
+        """A field (its name is recorded), on_submit, success_redirect or error_message."""
         k = self.k
-        items = []
-        while True:
-            self.skip_sep()
-            if k[self.i] == "}":
+        if k[self.i] != "ID":
+            self.fail("'field', 'on_submit', 'success_redirect', 'error_message' or '}'")
+        word = self.t[self.i]
+        self.i += 1
+        if word == "field":
+            fname = self.name("a field name")
+            self.expect(":", "':' after the field name")
+            self.type_()
+            while k[self.i] == "ID":
+                mod = self.t[self.i]
+                if mod not in FORM_FLAGS and mod not in FORM_ARG and mod not in ("range", "default"):
+                    break
                 self.i += 1
-                return A.Decl(0, 0, "form", name, items)
-            if k[self.i] != "ID":
-                self.fail("'field', 'on_submit', 'success_redirect', 'error_message' or '}'")
-            word = self.t[self.i]
-            self.i += 1
-            if word == "field":
-                fname = self.name("a field name")
-                self.expect(":", "':' after the field name")
-                self.type_()
-                items.append(fname)
-                while k[self.i] == "ID":
-                    mod = self.t[self.i]
-                    if mod not in FORM_FLAGS and mod not in FORM_ARG and mod not in ("range", "default"):
-                        break
-                    self.i += 1
-                    if mod in FORM_FLAGS:
-                        continue
-                    self.expect("(", f"'(' after '{mod}'")
-                    if mod in FORM_ARG:
-                        self.expect(FORM_ARG[mod], "a string" if FORM_ARG[mod] == "STR" else "a number")
-                    elif mod == "range":
-                        self.expect("INT", "the range start")
-                        self.expect(".", "'..' in the range")
-                        self.expect(".", "'..' in the range")
-                        self.expect("INT", "the range end")
-                    else:  # default(expr)
-                        self.expr()
-                    self.expect(")", f"')' after the {mod} argument")
-                if k[self.i] not in ("NL", "}", ","):
-                    self.fail("a field modifier (required, optional, hidden, label, pattern, "
-                              "max_len, min_len, range, default) or newline")
-            elif word == "on_submit":
-                self.expect(":", "':' after on_submit")
-                self.name("a handler name")
-            elif word in ("success_redirect", "error_message"):
-                self.expect(":", f"':' after {word}")
-                self.expect("STR", "a string")
-            else:
-                self.fail("'field', 'on_submit', 'success_redirect' or 'error_message'", i=self.i - 1)
+                if mod in FORM_FLAGS:
+                    continue
+                self.expect("(", f"'(' after '{mod}'")
+                if mod in FORM_ARG:
+                    self.expect(FORM_ARG[mod], "a string" if FORM_ARG[mod] == "STR" else "a number")
+                elif mod == "range":
+                    self.expect("INT", "the range start")
+                    self.expect(".", "'..' in the range")
+                    self.expect(".", "'..' in the range")
+                    self.expect("INT", "the range end")
+                else:  # default(expr)
+                    self.expr()
+                self.expect(")", f"')' after the {mod} argument")
+            if k[self.i] not in ("NL", "}", ","):
+                self.fail("a field modifier (required, optional, hidden, label, pattern, "
+                          "max_len, min_len, range, default) or newline")
+            return fname
+        elif word == "on_submit":
+            self.expect(":", "':' after on_submit")
+            self.name("a handler name")
+        elif word in ("success_redirect", "error_message"):
+            self.expect(":", f"':' after {word}")
+            self.expect("STR", "a string")
+        else:
+            self.fail("'field', 'on_submit', 'success_redirect' or 'error_message'", i=self.i - 1)
 
     def mobile(self):
         deco = self.k[self.i]
         self.i += 1
         self.expect("{", f"'{{' after {deco}")
-        k = self.k
-        items = []
-        while True:
-            self.skip_sep()
-            if k[self.i] == "}":
-                self.i += 1
-                return A.Decl(0, 0, "mobile", deco[1:], items)
-            key = self.t[self.expect("ID", "a setting name or '}'")]
-            self.expect(":", f"':' after '{key}'")
-            if k[self.i] == "STR":
-                self.i += 1
-            else:
-                self.name("a name or string value")
-            items.append(key)
+        return A.Decl(0, 0, "mobile", deco[1:], self.braced(self.mobile_entry))
+
+    def mobile_entry(self):
+        key = self.t[self.expect("ID", "a setting name or '}'")]
+        self.expect(":", f"':' after '{key}'")
+        if self.k[self.i] == "STR":
+            self.i += 1
+        else:
+            self.name("a name or string value")
+        return key
 
     def tokens(self):
         self.i += 1
         self.expect("{", "'{' after @tokens")
+        return A.Decl(0, 0, "tokens", None, self.braced(self.token_entry))
+
+    def token_entry(self):
         k = self.k
-        items = []
-        while True:
-            self.skip_sep()
-            if k[self.i] == "}":
+        word = self.t[self.expect("ID", "color, spacing, radius, shadow, font or '}'")]
+        tname = self.name(f"a token name after '{word}'")
+        if word == "color":
+            self.word("light", "'light' in a color token")
+            self.expect(":", "':' after 'light'")
+            self.expect("STR", "a color string")
+            if k[self.i] == ",":
                 self.i += 1
-                return A.Decl(0, 0, "tokens", None, items)
-            word = self.t[self.expect("ID", "color, spacing, radius, shadow, font or '}'")]
-            tname = self.name(f"a token name after '{word}'")
-            if word == "color":
-                self.word("light", "'light' in a color token")
-                self.expect(":", "':' after 'light'")
-                self.expect("STR", "a color string")
-                if k[self.i] == ",":
-                    self.i += 1
-                self.word("dark", "'dark' in a color token")
-                self.expect(":", "':' after 'dark'")
-                self.expect("STR", "a color string")
-            elif word in ("spacing", "radius", "shadow"):
-                self.expect(":", f"':' after the {word} name")
-                self.expect("STR", "a string value")
-            elif word == "font":
-                self.word("family", "'family' in a font token")
-                self.expect(":", "':' after 'family'")
-                self.expect("STR", "a font family string")
-            else:
-                self.fail("color, spacing, radius, shadow or font", i=self.i - 2)
-            items.append((word, tname))
+            self.word("dark", "'dark' in a color token")
+            self.expect(":", "':' after 'dark'")
+            self.expect("STR", "a color string")
+        elif word in ("spacing", "radius", "shadow"):
+            self.expect(":", f"':' after the {word} name")
+            self.expect("STR", "a string value")
+        elif word == "font":
+            self.word("family", "'family' in a font token")
+            self.expect(":", "':' after 'family'")
+            self.expect("STR", "a font family string")
+        else:
+            self.fail("color, spacing, radius, shadow or font", i=self.i - 2)
+        return (word, tname)
 
     def v0(self):
         self.i += 1
-        k = self.k
         if self.is_word("from"):
             self.i += 1
         self.expect("STR", "a string after @v0")
         name = self.name("a component name")
         self.expect("{", "'{' after the component name")
-        items = []
-        while True:
-            self.skip_sep()
-            if k[self.i] == "}":
-                self.i += 1
-                return A.Decl(0, 0, "v0_component", name, items)
-            items.append(self.name("a prop name or '}'"))
-            if k[self.i] == "?":
-                self.i += 1
-            self.expect(":", "':' after the prop name")
-            self.type_()
+        return A.Decl(0, 0, "v0_component", name, self.braced(self.v0_prop))
+
+    def v0_prop(self):
+        prop = self.name("a prop name or '}'")
+        if self.k[self.i] == "?":
+            self.i += 1
+        self.expect(":", "':' after the prop name")
+        self.type_()
+        return prop
 
     def routes(self):
         self.i += 1

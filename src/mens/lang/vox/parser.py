@@ -101,6 +101,20 @@ class Parser(DeclParser, UIParser, ExprParser):
         while k[self.i] == "NL" or k[self.i] == ",":
             self.i += 1
 
+    def braced(self, entry) -> list:
+        """The entries of a configuration block through its closing '}' (the '{' is already
+        consumed), newlines and commas between them. `entry()` parses one and returns what the
+        declaration records of it (None: nothing)."""
+        items = []
+        while True:
+            self.skip_sep()
+            if self.k[self.i] == "}":
+                self.i += 1
+                return items
+            item = entry()
+            if item is not None:
+                items.append(item)
+
     def last_end(self) -> int:
         """End offset of the last non-newline token consumed."""
         j = self.i - 1
