@@ -126,6 +126,7 @@ def load_model(cfg: TrainConfig, base: BaseModelInfo, device: str, dtype, local_
 
         keep_nf4_trainable(model)  # a mid-run bench (model.eval()) must not freeze the NF4 layers
     model.config.use_cache = False
+    _name_the_loss(model)
     if cfg.backend in ("qlora", "lora"):
         model = attach_adapters(model, cfg, base)
     return model
@@ -162,7 +163,15 @@ def build_scratch(cfg: TrainConfig, device: str):
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed)
     model.to(device)
     model.config.use_cache = False
+    _name_the_loss(model)
     return model, tokenizer, shape
+
+
+def _name_the_loss(model) -> None:
+    """transformers picks a model's loss from its class name; `GPT2LMHeadModel` matches none and
+    every `model(labels=…)` (our preflight reference) then warns. It is the causal-LM loss."""
+    if getattr(model, "loss_type", "") is None:
+        model.loss_type = "ForCausalLM"
 
 
 def unwrap(model):
