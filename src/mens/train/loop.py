@@ -285,14 +285,20 @@ def train(cfg: TrainConfig, force_restart: bool = False,
 
     def run_bench() -> None:
         """Greedy pass@1 on the first tasks of the held-out bench: does the code parse yet?
-        The RNG is forked so that benching never changes the training trajectory."""
+        The RNG is forked so that benching never changes the training trajectory, and the
+        training clocks skip its time so tokens/s and ETA stay about training."""
+        nonlocal t_session, t_log
         if not main_rank:
             return
         from mens.evaluate.bench import bench_callback
 
+        started = time.time()
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dropout_off(model):
             pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
                                        system=cfg.system_prompt)
+        elapsed = time.time() - started
+        t_session += elapsed
+        t_log += elapsed
         telemetry.event("bench", prog.step, pass_at_1=round(pass_at_1, 4), tasks=cfg.bench_limit)
         if plain_lines:
             say(f"step {prog.step}  bench pass@1 {pass_at_1:.3f}")
