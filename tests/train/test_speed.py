@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from mens.train.speed import _LoraDelta, flatten_double_quant, lean_lora, optimize_for_training, split_for_memory
+from mens.train.speed import (_LoraDelta, flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
+                              split_for_memory)
 
 
 class _Block(nn.Module):
@@ -58,12 +59,14 @@ def test_lean_lora_dropout_gradients_are_exact():
     a = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
     b = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
 
-    def fixed_mask(x, a, b):  # same RNG state on every call, so the same dropout mask
+    base = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+
+    def fixed_mask(base, x, a, b):  # same RNG state on every call, so the same dropout mask
         with torch.random.fork_rng():
             torch.manual_seed(123)
-            return _LoraDelta.apply(x, a, b, 2.0, 0.3)
+            return _LoraDelta.apply(base, x, a, b, 2.0, 0.3)
 
-    assert torch.autograd.gradcheck(fixed_mask, (x, a, b))
+    assert torch.autograd.gradcheck(fixed_mask, (base, x, a, b))
 
 
 def test_lean_lora_dropout_rate_and_eval_mode():
@@ -189,3 +192,32 @@ def test_optimized_model_matches_plain_peft(tiny_model_dir):
     g = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     u = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_SwiGLU.apply, (g, u))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("weight_grad", [False, True])
+def test_fused_rmsnorm_matches_the_module(dtype, weight_grad):
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
+
+    torch.manual_seed(0)
+    ref = Qwen2RMSNorm(64).to(dtype)
+    ref.weight.data = torch.rand(64, dtype=dtype) + 0.5
+    new = Qwen2RMSNorm(64).to(dtype)
+    new.weight.data = ref.weight.data.clone()
+    for m in (ref, new):
+        m.weight.requires_grad_(weight_grad)
+    assert lean_rmsnorm(new) == 1
+    x, g = torch.randn(3, 7, 64, dtype=dtype) * 2, torch.randn(3, 7, 64, dtype=dtype)
+    got = []
+    for m in (ref, new):
+        xi = x.clone().requires_grad_(True)
+        out = m(xi)
+        out.backward(g)
+        got.append((out.detach(), xi.grad, m.weight.grad))
+    assert torch.equal(got[1][0], got[0][0])  # the forward is bit-identical
+    tol = dict(rtol=0, atol=0) if dtype == torch.bfloat16 else dict(rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got[1][1], got[0][1], **tol)
+    if weight_grad:
+        torch.testing.assert_close(got[1][2], got[0][2], **tol)
+    x64 = x.double()  # the module computes in fp32 even for fp64 input: the patch steps aside
+    torch.testing.assert_close(new.double()(x64), ref.double()(x64))
