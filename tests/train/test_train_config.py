@@ -36,3 +36,16 @@ def test_presets_and_recommendation():
     assert recommend("cpu", 500) == "cpu" and recommend("cuda", 80) == "80g" and recommend("cuda", 24) == "24g"
     assert recommend("cuda", 12) == "8g" and recommend("cuda", 2) == "cpu"
     assert fits(PRESETS["24g"], "cuda", 16) and fits(PRESETS["8g"], "cpu", 64) and not fits(PRESETS["8g"], "cuda", 8)
+
+
+def test_distributed_mode(tmp_path):
+    base = {"model": "m", "data_dir": "d", "output_dir": "o"}
+    assert resolve_config(base).distributed == "auto"
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("distributed: fsdp\nbackend: qlora\n")
+    assert resolve_config(base, str(yaml)).distributed == "fsdp"
+    assert resolve_config({**base, "distributed": "ddp"}, str(yaml)).distributed == "ddp"  # flag wins
+    with pytest.raises(MensError, match="unknown distributed mode 'mpi'"):
+        resolve_config({**base, "distributed": "mpi"})
+    with pytest.raises(MensError, match="does not support --bench"):
+        resolve_config({**base, "distributed": "fsdp", "bench": "examples/bench"})

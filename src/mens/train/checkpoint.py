@@ -58,8 +58,11 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: Progress,
-                    rng_states: list[dict], keep: int = 2) -> Path:
-    """Write checkpoints/step-N atomically and prune all but the newest `keep` (0 = keep all)."""
+                    rng_states: list[dict], keep: int = 2, weights: dict | None = None,
+                    optimizer_state: dict | None = None) -> Path:
+    """Write checkpoints/step-N atomically and prune all but the newest `keep` (0 = keep all).
+    A sharded (FSDP) model passes its gathered `weights` and `optimizer_state`
+    (mens.train.distributed.full_state); the files are the same as an unsharded run's."""
     import torch
     from safetensors.torch import save_file
 
@@ -68,9 +71,13 @@ def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: 
     final = Path(run_dir) / CHECKPOINTS / f"step-{progress.step}"
     with atomic_path(final) as tmp:
         tmp.mkdir()
-        state = {k: v.contiguous().clone() for k, v in trainable_state(model).items()}
+        trainable = trainable_state(model)
+        if weights is not None:
+            trainable = {k: weights[k] for k in trainable}
+        state = {k: v.contiguous().clone() for k, v in trainable.items()}
         save_file(state, str(tmp / "trainable.safetensors"))
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
+                   tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
         torch.save(rng_states, tmp / "rng.pt")
         (tmp / "progress.json").write_text(json.dumps(progress.to_dict(), indent=2))
@@ -96,7 +103,8 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0) -> Progress:
-    """Restore weights, optimizer, scheduler and this rank's RNG; return the data position."""
+    """Restore weights, optimizer, scheduler and this rank's RNG; return the data position.
+    Into a sharded (FSDP) model each rank loads its shard of the full weights and state."""
     import torch
     from safetensors.torch import load_file
 
@@ -109,10 +117,23 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0
 
         raise MensError(f"checkpoint does not match the model ({len(missing)} unknown weights, e.g. {missing[0]})",
                         str(path), "rerun with --force-restart to start over")
+    sharded = any(hasattr(p, "device_mesh") for p in params.values())
     with torch.no_grad():
         for name, value in saved.items():
-            params[name].copy_(value.to(params[name].device, params[name].dtype))
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+            target = params[name]
+            value = value.to(target.device, target.dtype)
+            if hasattr(target, "device_mesh"):  # an FSDP shard (DTensor): this rank's part of the weight
+                from torch.distributed.tensor import distribute_tensor
+
+                value = distribute_tensor(value, target.device_mesh, target.placements, src_data_rank=None)
+            target.copy_(value)
+    optim_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
+    if sharded:
+        from mens.train.distributed import load_optimizer_state
+
+        load_optimizer_state(model, optimizer, optim_state)
+    else:
+        optimizer.load_state_dict(optim_state)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
     states = torch.load(path / "rng.pt", weights_only=False)
     set_rng_state(states[min(rank, len(states) - 1)])
@@ -122,36 +143,42 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0
 # ---------------------------------------------------------------- the final weights
 
 def weights_sha256(model) -> str:
-    """A hash of the trainable weights (ranks of a data-parallel run must agree)."""
+    """A hash of the trainable weights (ranks of a data-parallel run must agree). An FSDP shard
+    is gathered weight by weight first (a collective: every rank calls this), so the hash is of
+    the full weights."""
     import hashlib
 
     from mens.train.model import trainable_state
 
     h = hashlib.sha256()
     for name, value in sorted(trainable_state(model).items()):
+        if hasattr(value, "full_tensor"):
+            value = value.full_tensor()
         h.update(name.encode())
         h.update(value.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()
 
 
-def save_final(run_dir: Path, model, tokenizer, backend: str) -> None:
+def save_final(run_dir: Path, model, tokenizer, backend: str, weights: dict | None = None) -> None:
     """The adapter (qlora/lora) or the whole model (full/scratch), plus the tokenizer with the
-    chat template training used; each file lands by an atomic rename."""
+    chat template training used; each file lands by an atomic rename. A sharded (FSDP) model
+    passes its gathered `weights` (mens.train.distributed.full_state)."""
     import tempfile
 
     from mens.train.model import unwrap
 
+    extra = {"state_dict": weights} if weights is not None else {}
     if backend == "scratch":
         from mens.train.scratch import save_scratch_model
 
-        save_scratch_model(model, tokenizer, run_dir)
+        save_scratch_model(model, tokenizer, run_dir, **extra)
         return
     tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
     try:
         if backend in ("qlora", "lora"):
-            model.save_pretrained(tmp)
+            model.save_pretrained(tmp, **extra)
         else:
-            unwrap(model).save_pretrained(tmp)
+            unwrap(model).save_pretrained(tmp, **extra)
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
         for item in sorted(tmp.iterdir()):

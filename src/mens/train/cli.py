@@ -14,8 +14,8 @@ from pathlib import Path
 from mens.progress import say
 
 # flag → TrainConfig field, for the flags whose names differ only by dashes
-_PASS = ("model", "data_dir", "output_dir", "backend", "preset", "device", "dtype", "lora_r", "lora_alpha",
-         "lora_dropout", "target_modules", "dora", "lr", "warmup_steps", "weight_decay", "max_grad_norm",
+_PASS = ("model", "data_dir", "output_dir", "backend", "preset", "device", "dtype", "distributed", "lora_r",
+         "lora_alpha", "lora_dropout", "target_modules", "dora", "lr", "warmup_steps", "weight_decay", "max_grad_norm",
          "epochs", "max_steps", "seq_len", "micro_batch", "grad_accum", "seed", "packing", "ce_last_k",
          "min_rating", "system_prompt", "lenient", "val_split", "raw_text", "scratch_shape", "scratch_layers",
          "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions", "scratch_dropout",
@@ -37,6 +37,9 @@ def register(sub) -> None:
     g.add_argument("--backend", choices=("qlora", "lora", "full", "scratch"), help="default qlora")
     g.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
     g.add_argument("--dtype", choices=("auto", "bf16", "fp16", "fp32"))
+    g.add_argument("--distributed", choices=("auto", "ddp", "fsdp"),
+                   help="under torchrun: ddp (each rank holds the model) or fsdp (weights, gradients and "
+                   "optimizer state sharded across ranks); default auto = ddp")
     g = p.add_argument_group("adapters")
     g.add_argument("--lora-r", type=int)
     g.add_argument("--lora-alpha", type=int)

@@ -17,6 +17,7 @@ from mens.errors import MensError
 BACKENDS = ("qlora", "lora", "full", "scratch")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
+DISTRIBUTED = ("auto", "ddp", "fsdp")
 
 
 @dataclass
@@ -29,6 +30,7 @@ class TrainConfig:
     preset: str | None = None
     device: str = "auto"
     dtype: str = "auto"               # compute dtype; qlora always computes in bf16
+    distributed: str = "auto"         # under torchrun: ddp | fsdp (auto = ddp); ignored in one process
     # adapters
     lora_r: int = 16
     lora_alpha: int = 32
@@ -96,6 +98,12 @@ class TrainConfig:
             raise bad(f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
         if self.dtype not in DTYPES:
             raise bad(f"unknown dtype {self.dtype!r}", f"use one of {', '.join(DTYPES)}")
+        if self.distributed not in DISTRIBUTED:
+            raise bad(f"unknown distributed mode {self.distributed!r}", f"use one of {', '.join(DISTRIBUTED)}")
+        if self.distributed == "fsdp" and self.bench:
+            raise bad("--distributed fsdp does not support --bench (a mid-run bench needs the whole model "
+                      "on one rank)", "drop --bench and run `mens bench` on the finished run, or use "
+                      "--distributed ddp")
         if self.backend != "scratch" and not self.model:
             raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
         for name in ("lora_r", "lora_alpha", "seq_len", "micro_batch", "grad_accum", "log_interval",

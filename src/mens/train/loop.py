@@ -1,8 +1,10 @@
 """THE training loop: one function, read top to bottom, for qlora, lora, full and scratch alike.
 The backends differ only in what `mens.train.model` builds; everything below is shared.
 
-Sections: distributed setup → preflight → model → data → optimizer → resume → the loop
-(accumulate, all-reduce, clip, step, log, eval, checkpoint, interrupt) → final save.
+Sections: distributed setup → preflight → model → data → first forward → FSDP sharding →
+optimizer → resume → the loop (accumulate, all-reduce, clip, step, log, eval, checkpoint,
+interrupt) → final save. Data-parallel details (DDP all-reduce, FSDP) live in
+`mens.train.distributed`.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     import torch
     import torch.distributed as dist
 
-    from mens.train import model as builders
+    from mens.train import distributed, model as builders
     from mens.train.probe import probe
     from transformers.utils import logging as hf_logging
 
@@ -95,6 +97,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    mode = distributed.mode(cfg.distributed, world)  # None in one process, else ddp | fsdp
     info = probe(cfg.device)
     device = info.device
     preflight.check_device(device)
@@ -204,16 +207,6 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     val_batches = epoch_batches(val_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, 0, pad_id,
                                 cfg.packing, shuffle=False) if val_examples else []
 
-    # ---------------------------------------------------------------- optimizer and schedule
-    from transformers import get_cosine_schedule_with_warmup
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
-                                  fused=device == "cuda")
-    scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
-
     # ---------------------------------------------------------------- preflight: a finite first forward
     # Train mode from here on, even for validation (see dropout_off): bitsandbytes repacks
     # 4-bit weights into an inference-only layout the first time it runs in eval mode.
@@ -227,6 +220,22 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         # its loss must equal the model's own (catches logit post-processing it does not know).
         mine, theirs = _loss_against_reference(model, decoder, head, first, dev)
         preflight.check_matches_reference(mine, theirs, where)
+
+    # ---------------------------------------------------------------- FSDP: shard before the optimizer sees the weights
+    sharded = None
+    if mode == "fsdp":  # from here the loop calls the sharded root as its decoder body
+        decoder = sharded = distributed.shard(model, decoder, head, dev,
+                                              defer_sync=cfg.backend in ("qlora", "lora"))
+
+    # ---------------------------------------------------------------- optimizer and schedule
+    from transformers import get_cosine_schedule_with_warmup
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
+                                  fused=device == "cuda")
+    scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
 
     # ---------------------------------------------------------------- resume
     prog = Progress()
@@ -250,7 +259,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
               "train_pairs": len(pairs), "val_pairs": len(val_pairs), "val_examples": len(val_examples),
               "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
         hyperparameters=cfg.to_dict(), preset=cfg.preset,
-        device={"type": device, "name": info.device_name, "world_size": world, "bf16": info.bf16},
+        device={"type": device, "name": info.device_name, "world_size": world, "distributed": mode,
+                "bf16": info.bf16},
         seed=cfg.seed,
         provenance={"upstream_model_id": cfg.upstream_model_id or (base.id if base and not base.path else None),
                     "license": cfg.license, "attribution_required": cfg.attribution_required},
@@ -262,7 +272,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     if main_rank:
         manifest.write(run_dir)
         telemetry.event("train_start", prog.step, total_steps=total_steps, resumed_from=str(resume_from or ""),
-                        backend=cfg.backend, device=device, world_size=world, examples=len(train_examples),
+                        backend=cfg.backend, device=device, world_size=world, distributed=mode,
+                        examples=len(train_examples),
                         supervised_tokens=stats.supervised_tokens)
 
     def all_sum(value: torch.Tensor) -> torch.Tensor:
@@ -270,16 +281,18 @@ def train(cfg: TrainConfig, force_restart: bool = False,
             dist.all_reduce(value, op=dist.ReduceOp.SUM)
         return value
 
+    def split(b):
+        return split_for_memory(b, cfg, dev)
+
     def evaluate() -> float | None:
         if not val_batches:
             return None
         total = torch.zeros(2, dtype=torch.float64, device=dev)
         with torch.no_grad(), dropout_off(model):
-            for b in val_batches[rank::world]:
-                for part in split_for_memory(b, cfg, dev):
-                    with amp():
-                        s, n = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
-                    total += torch.tensor([float(s), n], dtype=torch.float64, device=dev)
+            for part, weight in distributed.passes(val_batches, rank, world, split, sharded):
+                with amp():
+                    s, n = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
+                total += torch.tensor([float(s) * weight, n * weight], dtype=torch.float64, device=dev)
         total = all_sum(total)
         return float(total[0] / total[1]) if total[1] > 0 else None
 
@@ -308,8 +321,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         if world > 1:
             states = [None] * world
             dist.all_gather_object(states, rng_state())
+        full = distributed.full_state(model, optimizer, sharded) if sharded is not None else {}  # all ranks
         if main_rank:
-            path = save_checkpoint(run_dir, model, optimizer, scheduler, prog, states, cfg.keep_checkpoints)
+            path = save_checkpoint(run_dir, model, optimizer, scheduler, prog, states, cfg.keep_checkpoints,
+                                   **full)
             telemetry.event("checkpoint", prog.step, path=str(path.relative_to(run_dir)), reason=reason)
         if world > 1:
             dist.barrier()
@@ -339,22 +354,17 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                 step_batches = batches[prog.batch_in_epoch: prog.batch_in_epoch + window]
                 n_window = sum(b.n_supervised for b in step_batches)
                 loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
-                for b in step_batches[rank::world]:
-                    # speed.split_for_memory may run a micro-batch in row groups; their summed
-                    # losses (and gradients) are exactly the micro-batch's.
-                    for part in split_for_memory(b, cfg, dev):
-                        with amp():
-                            s, _ = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
-                        (s / n_window).backward()
-                        loss_sum += s.detach().double()
+                # speed.split_for_memory may run a micro-batch in row groups; their summed losses
+                # (and gradients) are exactly the micro-batch's. Under FSDP a rank with fewer
+                # passes than another adds passes of weight 0 (see distributed.passes).
+                for part, weight in distributed.passes(step_batches, rank, world, split, sharded):
+                    with amp():
+                        s, _ = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
+                    (s * weight / n_window).backward()
+                    loss_sum += s.detach().double() * weight
                 if world > 1:
-                    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-                    flat = torch.cat([g.reshape(-1).float() for g in grads])
-                    all_sum(flat)
-                    offset = 0
-                    for p in params:
-                        p.grad = flat[offset: offset + p.numel()].view_as(p).to(p.dtype)
-                        offset += p.numel()
+                    if mode == "ddp":  # FSDP has reduce-scattered the gradients during backward
+                        distributed.all_reduce_grads(params)
                     all_sum(loss_sum)
                 clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
@@ -434,9 +444,10 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         dist.all_gather_object(hashes, weights_sha256(model))
         results.rank_weights_sha256 = hashes
     manifest.status = status
+    full = distributed.full_state(model, root=sharded) if sharded is not None and status == "completed" else {}
     if main_rank:
         if status == "completed":
-            save_final(run_dir, model, tokenizer, cfg.backend)
+            save_final(run_dir, model, tokenizer, cfg.backend, **full)
         manifest.write(run_dir)
         telemetry.event("train_end", prog.step, status=status, final_loss=prog.last_loss, val_loss=val_loss,
                         tokens_per_s=results.tokens_per_s, wall_time_s=results.wall_time_s)

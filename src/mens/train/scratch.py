@@ -161,13 +161,14 @@ def raw_text_chunks(directory, tokenizer, seq_len: int) -> list[list[int]]:
 
 # ---------------------------------------------------------------- saving
 
-def save_scratch_model(model, tokenizer, out_dir) -> None:
+def save_scratch_model(model, tokenizer, out_dir, state_dict: dict | None = None) -> None:
     """Save as a standard HF directory: config.json, model.safetensors, generation_config.json,
     tokenizer.json, tokenizer_config.json and the ChatML chat template.
 
     Everything is written into a temporary folder first and each file is then renamed into
     `out_dir`, so a reader never sees a half-written weight file and other files the training
-    run keeps there (manifest, checkpoints) are left alone.
+    run keeps there (manifest, checkpoints) are left alone. `state_dict`: the gathered weights
+    of a sharded (FSDP) model.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,7 +176,8 @@ def save_scratch_model(model, tokenizer, out_dir) -> None:
         model.generation_config = generation_config()
     tmp = Path(tempfile.mkdtemp(prefix=".scratch-save.", dir=out))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True,
+                              **({"state_dict": state_dict} if state_dict is not None else {}))
         tokenizer.save_pretrained(tmp)
         for item in sorted(tmp.iterdir()):
             os.replace(item, out / item.name)
