@@ -47,8 +47,10 @@ PYTHON = sys.executable
 
 HYPER = {"lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "lr": 2e-4, "warmup_steps": 2,
          "weight_decay": 0.0, "max_grad_norm": 1.0, "epochs": 1, "grad_accum": 1}
-RUNS = ("trl", "trl-nogc", "trl-liger", "mens", "mens-whole")
-# mens-whole: mens with MENS_TOKENS_PER_PASS=0 (each micro-batch in one pass: faster on CPU, more memory)
+RUNS = ("trl", "trl-nogc", "trl-liger", "trl-tcmalloc", "mens", "mens-glibc", "mens-whole")
+# trl-tcmalloc: TRL defaults with tcmalloc preloaded, as mens runs (how much is the allocator alone?)
+# mens-glibc:   mens on the system malloc (MENS_ALLOCATOR=system)
+# mens-whole:   mens with MENS_TOKENS_PER_PASS=0 (each micro-batch in one pass: more memory)
 
 
 # ---------------------------------------------------------------- shared inputs
@@ -209,6 +211,7 @@ def read_mens_result(out: Path) -> dict:
     return {"epoch_s": res.get("train_wall_s") or res.get("wall_time_s") or res.get("wall_s"),
             "steps": res.get("steps"), "final_loss": res.get("final_loss"),
             "reported_supervised_tokens": manifest.get("data", {}).get("supervised_tokens"),
+            "allocator": manifest.get("device", {}).get("allocator"),
             "mens_results": res}
 
 
@@ -224,8 +227,18 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
         cmd = mens_command(spec, run_dir)
         if name == "mens-whole":
             extra_env["MENS_TOKENS_PER_PASS"] = "0"
+        if name == "mens-glibc":
+            extra_env["MENS_ALLOCATOR"] = "system"
     else:
         cmd = [PYTHON, __file__, "--worker", name, "--spec", str(spec_path), "--out", str(run_dir)]
+        if name == "trl-tcmalloc":
+            sys.path.insert(0, str(REPO / "src"))
+            from mens.train.allocator import find_library
+
+            lib = find_library("tcmalloc")
+            if lib is None:
+                return {"run": name, "rc": 2, "error": "tcmalloc is not installed (apt install libtcmalloc-minimal4)"}
+            extra_env["LD_PRELOAD"] = lib
     env = {**os.environ, **extra_env, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     log = open(run_dir / "log.txt", "w")

@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # a real command line (tests call main(argv) and stay in-process)
+        from mens.train.allocator import reexec_with_fast_allocator
+
+        reexec_with_fast_allocator(sys.argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -23,6 +23,7 @@ from mens.progress import NoBar, progress, quiet, say
 from mens.train import preflight
 from mens.train.checkpoint import (Progress, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
                                    save_final, weights_sha256)
+from mens.train.allocator import in_use as allocator_in_use
 from mens.train.config import TrainConfig
 from mens.train.data import IGNORE, build_examples, epoch_batches, file_sha256, raw_examples, \
     split_validation
@@ -260,7 +261,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
               "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
         hyperparameters=cfg.to_dict(), preset=cfg.preset,
         device={"type": device, "name": info.device_name, "world_size": world, "distributed": mode,
-                "bf16": info.bf16},
+                "bf16": info.bf16, "allocator": allocator_in_use()},
         seed=cfg.seed,
         provenance={"upstream_model_id": cfg.upstream_model_id or (base.id if base and not base.path else None),
                     "license": cfg.license, "attribution_required": cfg.attribution_required},

@@ -41,10 +41,14 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
 6. CPU memory hygiene (`own_weights`, `_lean_allocator`): transformers leaves unquantised
    weights (the 136 M-parameter tied embedding / LM head) as views into the mmap'd
    safetensors file, which keeps the whole file (988 MB at 0.5B) mapped and, once the head has
-   read it, resident; cloning them releases the map. glibc's growing mmap threshold then parks
-   freed activation blocks in a fragmented heap; a fixed 1 MiB threshold and a `malloc_trim`
-   per micro-batch return them. Measured on one Qwen2.5-0.5B micro-batch: resident memory after
-   backward 2.8 GB -> 1.2 GB, peak 3.45 GB -> 2.55 GB, CPU time unchanged.
+   read it, resident; cloning them releases the map. The allocator matters as much as any
+   kernel: `mens train` runs on tcmalloc when it is installed (`mens.train.allocator`;
+   Qwen2.5-0.5B, one 4x512 step: ~9 s at a 2.4 GB peak). On glibc, a 1 MiB mmap threshold
+   (this lever's first form) kept the peak at 2.6-2.8 GB but paid ~2.6 M page faults per step
+   (~20 s); the default growing threshold reuses the heap (~10 s) but keeps load-time garbage
+   and fragments (3.4-3.7 GB). So on glibc: a fixed 32 MiB threshold (only the LM head's
+   [chunk, vocab] buffers are mapped fresh), a `malloc_trim` once the model is built and one per
+   micro-batch: ~10.5 s at 3.2 GB.
 7. No KV cache during training (`use_cache=False`): the cache is never read in training but
    transformers would still build it.
 """
@@ -80,6 +84,8 @@ def optimize_for_training(model, cfg):
     lean_lora(model)
     lean_swiglu(model)
     lean_rmsnorm(model)
+    if device.type == "cpu":
+        trim_heap()  # loading and quantising left freed blocks in the heap
     global _auto_tokens_per_pass
     per_token = _activation_bytes_per_token(inner)
     _auto_tokens_per_pass = int(CPU_ACTIVATION_BUDGET // per_token) if per_token else None
@@ -111,10 +117,19 @@ def _cpu_threads() -> None:
     torch.set_num_threads(max(1, physical))
 
 
-_M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_GLIBC = None  # True once we know malloc is glibc's (not a preloaded tcmalloc/jemalloc)
 
 
 def _libc():
+    """glibc's handle when malloc is glibc's; None under tcmalloc/jemalloc or elsewhere."""
+    global _GLIBC
+    if _GLIBC is None:
+        from mens.train.allocator import in_use
+
+        _GLIBC = in_use() == "system"
+    if not _GLIBC:
+        return None
     import ctypes
     import ctypes.util
 
@@ -127,7 +142,8 @@ def _libc():
 def _lean_allocator() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "mallopt"):
-        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
 
 
 def trim_heap() -> None:
