@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from mens.train.speed import (_LoraDelta, flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
+from mens.train.kernels import LoraDelta
+from mens.train.speed import (flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
                               split_for_memory)
 
 
@@ -64,7 +65,7 @@ def test_lean_lora_dropout_gradients_are_exact():
     def fixed_mask(base, x, a, b):  # same RNG state on every call, so the same dropout mask
         with torch.random.fork_rng():
             torch.manual_seed(123)
-            return _LoraDelta.apply(base, x, a, b, 2.0, 0.3)
+            return LoraDelta.apply(base, x, a, b, 2.0, 0.3)
 
     assert torch.autograd.gradcheck(fixed_mask, (base, x, a, b))
 
@@ -168,7 +169,7 @@ def test_optimized_model_matches_plain_peft(tiny_model_dir):
     """All levers on (dropout 0 so both draw nothing): same loss and adapter gradients."""
     from mens.train.config import TrainConfig
     from mens.train.model import BaseModelInfo, load_model
-    from mens.train.speed import _SwiGLU
+    from mens.train.kernels import SwiGLU
 
     cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", lora_dropout=0.0,
                       gradient_checkpointing="off").validate()
@@ -191,7 +192,7 @@ def test_optimized_model_matches_plain_peft(tiny_model_dir):
         torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6)
     g = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     u = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(_SwiGLU.apply, (g, u))
+    assert torch.autograd.gradcheck(SwiGLU.apply, (g, u))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -5,14 +5,16 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
 `mens.train.loss`. Each lever says what it bought, measured on this project's benchmark
 (`bench/train_vs_trl.py`, Qwen2.5-0.5B shape, QLoRA, 2-core CPU; see docs/performance.md).
 
-1. Lean LoRA (`_LoraDelta`): PEFT's LoRA forward upcasts the layer input to fp32 for every
+1. Lean LoRA (`kernels.LoraDelta`): PEFT's LoRA forward upcasts the layer input to fp32 for every
    adapted module (7 per decoder layer), draws its dropout mask with `nn.Dropout` and lets
    autograd keep the fp32 input, the dropped fp32 copy and the mask: ~9 bytes per input
    element per module. Here the adapter runs in the input's dtype (bf16 under QLoRA, the
-   same arithmetic TRL's bf16 autocast uses), the mask comes from 16-bit random integers
-   (5x cheaper than `bernoulli_`/`F.dropout` on CPU) and only a bool mask plus the [N, r]
-   bottleneck are saved: the input itself is shared with the base layer. Measured per step,
-   4-layer cut: the dropout/cast/copy share of the profile fell from ~30 % to a few %.
+   same arithmetic TRL's bf16 autocast uses), the mask comes from 15-bit lanes of 64-bit random
+   draws (~10x cheaper than `bernoulli_`/`F.dropout` on CPU) and only a bool mask plus the [N, r]
+   bottleneck are saved: the input itself is shared with the base layer. The scale rides on the
+   bottleneck and the sum with the base output is the B matmul's accumulator (`addmm`).
+   Measured per step, 4-layer cut: the dropout/cast/copy share of the profile fell from ~30 %
+   to a few %.
 2. Micro-batch splitting (`split_for_memory`): on CPU the matmuls already saturate the cores
    at a few hundred rows, so a packed micro-batch is run row by row (forward + backward per
    row, gradients accumulate; the loss is divided by the whole window's supervised tokens, so
@@ -34,7 +36,7 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    are dequantised once at load into fp32 (the very values double quantisation yields, so the
    weights and every result are bit-identical); costs 4 bytes per 64 weights (22 MB at 0.5B).
 5. Lean SwiGLU (`lean_swiglu`): `down(silu(gate(x)) * up(x))` lets autograd keep gate(x),
-   silu(gate(x)) and up(x); `_SwiGLU` keeps gate(x) and up(x) and recomputes the (cheap,
+   silu(gate(x)) and up(x); `kernels.SwiGLU` keeps gate(x) and up(x) and recomputes the (cheap,
    elementwise) silu in backward: one [tokens, intermediate] tensor less per layer, 9.7 of the
    72 KB saved per token and layer on the Qwen2.5-0.5B shape (measured with
    saved_tensors_hooks).
@@ -51,6 +53,8 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    micro-batch: ~10.5 s at 3.2 GB.
 7. No KV cache during training (`use_cache=False`): the cache is never read in training but
    transformers would still build it.
+8. Fused RMSNorm (`lean_rmsnorm`, Llama/Qwen2/Mistral-style norms): aten's fused kernel forward
+   (bit-identical output), saving x and a [tokens, 1] reciprocal RMS instead of an fp32 copy.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ import os
 
 import torch
 from torch import nn
+
+from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
 # CPU passes hold at most this much estimated activation memory (lever 2): at the 0.5B shape
@@ -169,66 +175,6 @@ def own_weights(model) -> int:
 
 # ---------------------------------------------------------------- lever 1: lean LoRA
 
-_DROP_SCALE = 32768  # keep-mask from 15 random bits per element: p is exact to 1/32768
-
-
-def _keep_mask(shape, p: float, device) -> torch.Tensor:
-    """Bool mask, each element kept with probability 1 - p (to 1/32768). CPU's generator pays per
-    draw, not per bit: one 64-bit draw fills four 15-bit lanes (`random_` on int16 spends a
-    whole draw per element), measured ~2x faster on [1968, 4864]."""
-    n = math.prod(shape)
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()
-    lanes = bits.view(torch.int16)[:n].bitwise_and_(_DROP_SCALE - 1)
-    return (lanes >= int(round(p * _DROP_SCALE))).view(shape)
-
-
-class _LoraDelta(torch.autograd.Function):
-    """result + scale * B(A(dropout(x))) computed in x's dtype, saving a bool mask and the
-    [N, r] bottleneck instead of fp32 copies of x. The scale rides on the r-wide bottleneck and
-    the sum with the base layer's output is the B matmul's accumulator (`addmm`), so no pass
-    over the wide [N, out] output is spent on either."""
-
-    @staticmethod
-    def forward(ctx, result, x, weight_a, weight_b, scale, p):
-        flat = x.reshape(-1, x.shape[-1])
-        a = weight_a.to(flat.dtype)
-        b = weight_b.to(flat.dtype)
-        keep = None
-        if p > 0:
-            keep = _keep_mask(flat.shape, p, flat.device)
-            scale = scale / (1.0 - p)
-            dropped = flat * keep
-        else:
-            dropped = flat
-        low = (dropped @ a.t()).mul_(scale)
-        del dropped
-        out = torch.addmm(result.reshape(-1, result.shape[-1]).to(flat.dtype), low, b.t())
-        ctx.save_for_backward(flat, keep, low, weight_a, weight_b)
-        ctx.scale = scale
-        ctx.in_shape = x.shape
-        ctx.result_dtype = result.dtype
-        return out.view(*result.shape[:-1], out.shape[-1]).to(result.dtype)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        flat, keep, low, weight_a, weight_b = ctx.saved_tensors
-        g = grad_out.reshape(-1, grad_out.shape[-1]).to(flat.dtype)
-        grad_b = (g.t() @ low).to(weight_b.dtype)  # low already carries the scale
-        g_low = (g @ weight_b.to(flat.dtype)).mul_(ctx.scale)
-        del g
-        dropped = flat * keep if keep is not None else flat
-        grad_a = (g_low.t() @ dropped).to(weight_a.dtype)
-        del dropped
-        grad_x = None
-        if ctx.needs_input_grad[1]:
-            grad_x = g_low @ weight_a.to(flat.dtype)
-            if keep is not None:
-                grad_x.mul_(keep)
-            grad_x = grad_x.view(ctx.in_shape)
-        grad_result = grad_out.to(ctx.result_dtype) if ctx.needs_input_grad[0] else None
-        return grad_result, grad_x, grad_a, grad_b, None, None
-
-
 def _lean_forward(self, x, *args, **kwargs):
     """Instance forward for a vanilla PEFT LoRA layer; anything unusual (DoRA, merged,
     disabled or mixed adapters) takes PEFT's own path."""
@@ -241,12 +187,12 @@ def _lean_forward(self, x, *args, **kwargs):
     result = self.base_layer(x, *args, **kwargs)
     drop = self.lora_dropout[name]
     p = float(drop.p) if isinstance(drop, nn.Dropout) and drop.training else 0.0
-    return _LoraDelta.apply(result, x.to(result.dtype), self.lora_A[name].weight, self.lora_B[name].weight,
-                            float(self.scaling[name]), p)
+    return LoraDelta.apply(result, x.to(result.dtype), self.lora_A[name].weight, self.lora_B[name].weight,
+                           float(self.scaling[name]), p)
 
 
 def lean_lora(model) -> int:
-    """Route every vanilla LoRA Linear through `_LoraDelta`; returns how many were patched."""
+    """Route every vanilla LoRA Linear through `kernels.LoraDelta`; returns how many were patched."""
     try:
         from peft.tuners.lora import LoraLayer
     except ImportError:  # pragma: no cover - peft is a runtime dependency
@@ -288,32 +234,13 @@ def flatten_double_quant(model) -> int:
 
 # ---------------------------------------------------------------- lever 5: lean SwiGLU
 
-class _SwiGLU(torch.autograd.Function):
-    """silu(gate) * up, saving only its two inputs. Backward stays in the inputs' dtype and uses
-    aten's fused silu_backward (fp32 inside each element, like autograd's own bf16 path): four
-    passes over [tokens, intermediate] instead of the dozen an fp32 upcast costs."""
-
-    @staticmethod
-    def forward(ctx, gate, up):
-        ctx.save_for_backward(gate, up)
-        return nn.functional.silu(gate).mul_(up)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gate, up = ctx.saved_tensors
-        grad_up = nn.functional.silu(gate).mul_(grad)
-        grad_gate = grad * up
-        torch.ops.aten.silu_backward.grad_input(grad_gate, gate, grad_input=grad_gate)
-        return grad_gate, grad_up
-
-
 def _swiglu_mlp_forward(self, x):
-    return self.down_proj(_SwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
+    return self.down_proj(SwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
 
 
 def lean_swiglu(model) -> int:
     """Route gate/up/down MLPs with a SiLU activation (Llama, Qwen2, Mistral, ...) through
-    `_SwiGLU`; returns how many were patched."""
+    `kernels.SwiGLU`; returns how many were patched."""
     patched = 0
     for module in model.modules():
         if not all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
@@ -327,34 +254,6 @@ def lean_swiglu(model) -> int:
 
 # ---------------------------------------------------------------- lever 8: fused RMSNorm
 
-class _RMSNorm(torch.autograd.Function):
-    """weight * rms_norm(x).to(x.dtype), the Llama/Qwen2/Mistral formula, on aten's fused kernel.
-    The composite version upcasts x to fp32 and keeps that copy for backward (2 bytes more per
-    element than x itself) over six passes each way; here one pass each way, saving x and the
-    [tokens, 1] fp32 reciprocal RMS. Results are bit-identical (the kernel rounds to x's dtype
-    before the weight multiply, exactly as the module does)."""
-
-    @staticmethod
-    def forward(ctx, x, weight, eps):
-        normed, rstd = torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], None, eps)
-        ctx.save_for_backward(x, rstd, weight)
-        return weight * normed
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, rstd, weight = ctx.saved_tensors
-        # aten has no CPU kernel for the fused backward; d/dx of x * rstd, in fp32 on [tokens, H]:
-        # rstd * (g - n * mean(g * n)) with n the normalised input.
-        g = (grad * weight).to(x.dtype).float()
-        normed = x.float().mul_(rstd)
-        grad_w = None
-        if ctx.needs_input_grad[1]:
-            grad_w = (grad * normed.to(x.dtype)).reshape(-1, x.shape[-1]).sum(0).to(weight.dtype)
-        dot = (g * normed).mean(-1, keepdim=True)
-        grad_x = g.sub_(normed.mul_(dot)).mul_(rstd).to(x.dtype)
-        return grad_x, grad_w, None
-
-
 # RMSNorm classes whose forward is exactly `weight * (x * rsqrt(mean(x^2) + eps)).to(dtype)`
 # (Gemma's `1 + weight` and others differ and keep their own forward).
 _PLAIN_RMSNORMS = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm", "Phi3RMSNorm",
@@ -364,11 +263,11 @@ _PLAIN_RMSNORMS = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNo
 def _rmsnorm_forward(self, hidden_states):
     if hidden_states.dtype == torch.float64:  # the module computes in fp32 even then
         return type(self).forward(self, hidden_states)
-    return _RMSNorm.apply(hidden_states, self.weight, float(self.variance_epsilon))
+    return RMSNorm.apply(hidden_states, self.weight, float(self.variance_epsilon))
 
 
 def lean_rmsnorm(model) -> int:
-    """Route the known plain RMSNorm modules through `_RMSNorm`; returns how many were patched."""
+    """Route the known plain RMSNorm modules through `kernels.RMSNorm`; returns how many were patched."""
     if not hasattr(torch.ops.aten, "_fused_rms_norm"):
         return 0
     patched = 0

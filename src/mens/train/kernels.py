@@ -1,0 +1,120 @@
+"""Fused autograd functions behind the speed levers (`mens.train.speed` patches them in).
+
+Each computes exactly what the module it replaces computes (tests compare them with PEFT,
+transformers and gradcheck) while saving less for backward and making fewer passes over
+memory: on a CPU the elementwise passes over [tokens, intermediate] tensors, not the matmuls,
+were half of a QLoRA step (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+_DROP_SCALE = 32768  # keep-mask from 15 random bits per element: p is exact to 1/32768
+
+
+def keep_mask(shape, p: float, device) -> torch.Tensor:
+    """Bool mask, each element kept with probability 1 - p (to 1/32768). CPU's generator pays per
+    draw, not per bit: one 64-bit draw fills four 15-bit lanes (`random_` on int16 spends a
+    whole draw per element), measured ~2x faster on [1968, 4864]."""
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()
+    lanes = bits.view(torch.int16)[:n].bitwise_and_(_DROP_SCALE - 1)
+    return (lanes >= int(round(p * _DROP_SCALE))).view(shape)
+
+
+class LoraDelta(torch.autograd.Function):
+    """result + scale * B(A(dropout(x))) computed in x's dtype, saving a bool mask and the
+    [N, r] bottleneck instead of fp32 copies of x. The scale rides on the r-wide bottleneck and
+    the sum with the base layer's output is the B matmul's accumulator (`addmm`), so no pass
+    over the wide [N, out] output is spent on either."""
+
+    @staticmethod
+    def forward(ctx, result, x, weight_a, weight_b, scale, p):
+        flat = x.reshape(-1, x.shape[-1])
+        a = weight_a.to(flat.dtype)
+        b = weight_b.to(flat.dtype)
+        keep = None
+        if p > 0:
+            keep = keep_mask(flat.shape, p, flat.device)
+            scale = scale / (1.0 - p)
+            dropped = flat * keep
+        else:
+            dropped = flat
+        low = (dropped @ a.t()).mul_(scale)
+        del dropped
+        out = torch.addmm(result.reshape(-1, result.shape[-1]).to(flat.dtype), low, b.t())
+        ctx.save_for_backward(flat, keep, low, weight_a, weight_b)
+        ctx.scale = scale
+        ctx.in_shape = x.shape
+        ctx.result_dtype = result.dtype
+        return out.view(*result.shape[:-1], out.shape[-1]).to(result.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        flat, keep, low, weight_a, weight_b = ctx.saved_tensors
+        g = grad_out.reshape(-1, grad_out.shape[-1]).to(flat.dtype)
+        grad_b = (g.t() @ low).to(weight_b.dtype)  # low already carries the scale
+        g_low = (g @ weight_b.to(flat.dtype)).mul_(ctx.scale)
+        del g
+        dropped = flat * keep if keep is not None else flat
+        grad_a = (g_low.t() @ dropped).to(weight_a.dtype)
+        del dropped
+        grad_x = None
+        if ctx.needs_input_grad[1]:
+            grad_x = g_low @ weight_a.to(flat.dtype)
+            if keep is not None:
+                grad_x.mul_(keep)
+            grad_x = grad_x.view(ctx.in_shape)
+        grad_result = grad_out.to(ctx.result_dtype) if ctx.needs_input_grad[0] else None
+        return grad_result, grad_x, grad_a, grad_b, None, None
+
+
+class SwiGLU(torch.autograd.Function):
+    """silu(gate) * up, saving only its two inputs. Backward stays in the inputs' dtype and uses
+    aten's fused silu_backward (fp32 inside each element, like autograd's own bf16 path): four
+    passes over [tokens, intermediate] instead of the dozen an fp32 upcast costs."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return nn.functional.silu(gate).mul_(up)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gate, up = ctx.saved_tensors
+        grad_up = nn.functional.silu(gate).mul_(grad)
+        grad_gate = grad * up
+        torch.ops.aten.silu_backward.grad_input(grad_gate, gate, grad_input=grad_gate)
+        return grad_gate, grad_up
+
+
+class RMSNorm(torch.autograd.Function):
+    """weight * rms_norm(x).to(x.dtype), the Llama/Qwen2/Mistral formula, on aten's fused kernel.
+    The composite version upcasts x to fp32 and keeps that copy for backward (2 bytes more per
+    element than x itself) over six passes each way; here one pass each way, saving x and the
+    [tokens, 1] fp32 reciprocal RMS. Results are bit-identical (the kernel rounds to x's dtype
+    before the weight multiply, exactly as the module does)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        normed, rstd = torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], None, eps)
+        ctx.save_for_backward(x, rstd, weight)
+        return weight * normed
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rstd, weight = ctx.saved_tensors
+        # aten has no CPU kernel for the fused backward; d/dx of x * rstd, in fp32 on [tokens, H]:
+        # rstd * (g - n * mean(g * n)) with n the normalised input.
+        g = (grad * weight).to(x.dtype).float()
+        normed = x.float().mul_(rstd)
+        grad_w = None
+        if ctx.needs_input_grad[1]:
+            grad_w = (grad * normed.to(x.dtype)).reshape(-1, x.shape[-1]).sum(0).to(weight.dtype)
+        dot = (g * normed).mean(-1, keepdim=True)
+        grad_x = g.sub_(normed.mul_(dot)).mul_(rstd).to(x.dtype)
+        return grad_x, grad_w, None
