@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--runs", default=None, help=f"comma list from {','.join(RUNS)} "
-                    "(default: trl,trl-nogc,mens on CPU; trl,trl-liger,mens on CUDA)")
+                    "(default: trl,trl-nogc,trl-tcmalloc,mens on CPU; trl,trl-liger,mens on CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=str(REPO / "runs" / "bench-train-vs-trl"))
     ap.add_argument("--json", default=None, help="where to write the results (default WORKDIR/results-*.json)")
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return 0
 
-    runs = (args.runs or ("trl,trl-liger,mens" if args.device == "cuda" else "trl,trl-nogc,mens")).split(",")
+    runs = (args.runs or ("trl,trl-liger,mens" if args.device == "cuda" else "trl,trl-nogc,trl-tcmalloc,mens")).split(",")
     unknown = [r for r in runs if r not in RUNS]
     if unknown:
         ap.error(f"unknown run(s) {unknown}; choose from {RUNS}")
