@@ -267,7 +267,9 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
     row.update(read_mens_result(run_dir) if name.startswith("mens") else json.loads((run_dir / "result.json").read_text()))
     if not row.get("epoch_s"):
         row["epoch_s"] = wall
-    row["tokens_per_s"] = spec["supervised_tokens"] / row["epoch_s"]
+    # Each run is credited with the tokens it supervised: mens does not train on the newline after
+    # <|im_end|> that TRL's completion mask includes (one token per pair).
+    row["tokens_per_s"] = (row.get("reported_supervised_tokens") or spec["supervised_tokens"]) / row["epoch_s"]
     return row
 
 
