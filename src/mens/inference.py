@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import warnings
 from pathlib import Path
@@ -118,9 +117,9 @@ def load_base(path_or_id: str, *, device: str, dtype=None, quantize_nf4: bool = 
 
     _check_source(path_or_id)
     kwargs: dict[str, Any] = {"dtype": dtype}
-    # bitsandbytes (imported by transformers' NF4 path or by peft) warns on CPU that it cannot
-    # fetch an optional kernel from the hub; its fallback is the path it always had.
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    from mens.train.bnb_cpu import quiet_hub_kernel_notice
+
+    quiet_hub_kernel_notice()  # imported by transformers' NF4 path or by peft
     if quantize_nf4:
         import torch
         from transformers import BitsAndBytesConfig

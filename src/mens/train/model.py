@@ -13,7 +13,10 @@ from pathlib import Path
 from torch import nn
 
 from mens.errors import MensError
+from mens.train.bnb_cpu import quiet_hub_kernel_notice
 from mens.train.config import TrainConfig
+
+quiet_hub_kernel_notice()  # before peft/transformers/speed.py import bitsandbytes, for every backend
 
 
 @dataclass
@@ -101,13 +104,7 @@ def load_model(cfg: TrainConfig, base: BaseModelInfo, device: str, dtype, local_
     source = base.path or base.id
     kwargs: dict = {"dtype": dtype}
     if cfg.backend == "qlora":
-        import logging
-
         from transformers import BitsAndBytesConfig
-
-        # bitsandbytes logs a warning on CPU when it cannot fetch an optional kernel from the
-        # hub; the fallback path is the one it always had, so the message only alarms users.
-        logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
