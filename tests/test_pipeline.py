@@ -122,6 +122,19 @@ def test_grammar_change_forces_reextraction_and_model_skips_scratch(project, run
     monkeypatch.setattr(type(get_pack("vox")), "grammar_version", "grammar-changed")
     code, _, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir, "--dry-run")
     assert code == 0 and "[extract] would run: language pack changed: vox" in err
+    monkeypatch.undo()
+
+    # New mens code re-runs the stages built from it (here: the evaluate package), not the others.
+    import mens.pipeline as engine
+
+    real = engine.source_digest
+    monkeypatch.setattr(engine, "source_digest",
+                        lambda name: "edited" if name == "mens.evaluate" else real(name))
+    code, _, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir, "--dry-run")
+    plan = _stages(err)
+    assert code == 0 and "[bench] would run: mens code changed: mens.evaluate" in err, err
+    assert plan["gate"] == plan["card"] == plan["report"] == "would"
+    assert plan["extract"] == plan["train"] == "skipped"
 
 
 def test_pipeline_stops_at_the_first_failure(project, run_cli):

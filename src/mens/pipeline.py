@@ -18,7 +18,9 @@ exception: card and report still render (they show why), then the pipeline exits
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import time
@@ -47,6 +49,9 @@ class Stage:
     packs: Callable[["Context"], list[str]] = lambda ctx: []
     needed: Callable[["Context"], str | None] = lambda ctx: None   # a reason not to run, or None
     help: str = ""
+    # mens packages whose source made the outputs: a new mens version (or a local edit) re-runs
+    # the stages whose code changed, not only those whose inputs did.
+    code: tuple[str, ...] = ("mens",)
 
 
 @dataclass
@@ -115,9 +120,28 @@ def pack_signatures(names: list[str]) -> dict[str, str]:
     return {n: get_pack(n).fingerprint() for n in names}
 
 
+@functools.lru_cache(maxsize=None)
+def source_digest(package: str) -> str:
+    """Digest of a mens package's (or module's) Python sources, by relative path and content."""
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        return "missing"
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])]
+    files = sorted(f for r in roots for f in r.rglob("*.py")) if roots else [Path(spec.origin)]
+    h = hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(roots[0]) if roots else Path(f.name)
+        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_signatures(packages: tuple[str, ...]) -> dict[str, str]:
+    return {name: source_digest(name) for name in packages}
+
+
 def fingerprint(ctx: Context, stage: Stage) -> dict[str, Any]:
     block = {"inputs": input_signatures(stage.inputs(ctx)), "params": stage.params(ctx),
-             "packs": pack_signatures(stage.packs(ctx))}
+             "packs": pack_signatures(stage.packs(ctx)), "code": code_signatures(stage.code)}
     block["digest"] = hashlib.sha256(json.dumps(block, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return block
 
@@ -130,6 +154,9 @@ def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
     if prev.get("packs") != new["packs"]:
         changed = [n for n in new["packs"] if prev.get("packs", {}).get(n) != new["packs"][n]]
         return f"language pack changed: {', '.join(changed) or 'set of packs'}"
+    if prev.get("code") != new.get("code"):
+        changed = [n for n in new.get("code", {}) if prev.get("code", {}).get(n) != new["code"][n]]
+        return f"mens code changed: {', '.join(changed) or 'stage code'}"
     if prev.get("params") != new["params"]:
         keys = sorted(k for k in set(prev.get("params", {})) | set(new["params"])
                       if prev.get("params", {}).get(k) != new["params"].get(k))
