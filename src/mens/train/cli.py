@@ -27,7 +27,11 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="fine-tune a model (QLoRA/LoRA/full) or train one from scratch",
                        description="Fine-tune any Hugging Face causal LM on DIR/train.jsonl, or train a small "
                        "model from scratch. Flags override --config YAML, which overrides --preset, which "
-                       "overrides the preset `mens probe` recommends. Rerunning on an existing run dir resumes.")
+                       "overrides the preset `mens probe` recommends. Rerunning on an existing run dir resumes.",
+                       epilog="Environment: MENS_ALLOCATOR=auto|tcmalloc|jemalloc|system picks the malloc a "
+                       "training process re-executes itself on (auto: tcmalloc, then jemalloc, when installed; "
+                       "about 2x faster CPU training than glibc's). Under torchrun the same command trains "
+                       "data-parallel (--distributed). See docs/training.md.")
     g = p.add_argument_group("what to train")
     g.add_argument("--model", help="base model: a local HF model directory or a hub id")
     g.add_argument("--data-dir", help="directory with train.jsonl (and optionally val.jsonl)")
