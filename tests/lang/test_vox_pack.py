@@ -169,3 +169,22 @@ def test_structural_hash_treats_quote_styles_alike():
     single, double = "let a = 'it\\'s'", 'let a = "it\'s"'
     assert PACK.structural_hash(single) == PACK.structural_hash(double)
     assert PACK.structural_hash("let a = 'x'") != PACK.structural_hash("let a = 'y'")
+
+
+def test_check_and_hash_equals_check_then_hash():
+    """Corpus validate's one-lexing call answers exactly what check() and structural_hash() do,
+    on every example program, every invalid one and generated programs."""
+    from mens.corpus.synth import generate
+    from mens.lang.base import LanguagePack
+
+    pack = get_pack("vox")
+    texts = [p.read_text() for p in EXAMPLES]
+    texts += [p.read_text() for p in sorted((REPO / "examples" / "vox-invalid").rglob("*.vox"))]
+    texts += [row.response for row in generate(60, seed=3)]
+    assert len(texts) > 100
+    parsed = 0
+    for text in texts:
+        error, shape = pack.check_and_hash(text)
+        assert (error, shape) == LanguagePack.check_and_hash(pack, text)  # the generic two-call path
+        parsed += error is None
+    assert 0 < parsed < len(texts)

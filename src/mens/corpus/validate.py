@@ -82,10 +82,10 @@ def check_row(obj: Any, where: str) -> dict[str, Any]:
     else:
         if not sample.code.strip():
             return {"ok": False, "reason": "empty_code", "message": "the response holds no code"}
-        error = sample.pack.check(sample.code, script=sample.script)
+        error, shape = sample.pack.check_and_hash(sample.code, script=sample.script)
         if error is not None:
             return {"ok": False, "reason": "parse_error", "message": str(error)}
-        shape, checked = sample.pack.structural_hash(sample.code), True
+        checked = True
     # The row travels back as its JSON line, serialised here in the worker.
     return {"ok": True, "checked": checked, "key": text_hash(shape + "\x00" + _prompt_key(pair)),
             "line": json.dumps(pair.to_dict(), ensure_ascii=False), "lang": pair.lang}

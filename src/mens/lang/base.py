@@ -77,6 +77,12 @@ class LanguagePack(ABC):
         """The first syntax error, or None when the text parses."""
         return self.analyze(text, script=script).error
 
+    def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
+        """(first syntax error, None), or (None, structural hash) when the text parses: what corpus
+        validate needs of every response. Packs that can do both from one lexing override this."""
+        error = self.check(text, script=script)
+        return (error, None) if error is not None else (None, self.structural_hash(text))
+
     def metadata(self, text: str) -> dict:
         """File-level metadata kept in comments (frontmatter keys, a training prompt, a skip
         marker). Keys with a shared meaning: `skip` (bool: do not compile-check / extract),

@@ -107,16 +107,32 @@ class VoxPack(LanguagePack):
                 return True
         return False
 
+    def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
+        """One lexing serves the parse and the hash (corpus validate's two questions)."""
+        try:
+            parser = Parser(text, script)
+        except Exception as exc:  # the lexer never fails on str input; defend the contract anyway
+            return Diagnostic(1, 1, f"internal lexer error: {exc}"), None
+        try:
+            with gc_paused():
+                parser.run()
+        except VoxParseError as exc:
+            return Diagnostic(exc.line, exc.col, exc.message), None
+        return None, _hash_tokens(parser.lx, text)
+
     def structural_hash(self, text: str) -> str:
-        lx = Lexed(text)
-        # Token texts without newlines (comments and blanks are not tokens), NUL-separated; the
-        # filtering and joining run at C speed (corpus validate hashes every response).
-        kept = list(compress(lx.texts, map(ne, lx.kinds, repeat("NL"))))
-        # '…' and "…" mean the same string: hash one canonical spelling (body with the quote
-        # escapes resolved), so copies differing only in quote style dedupe.
-        if "'" in text or '"' in text:
-            kept = [_canonical_string(t) if t[:1] in "'\"" else t for t in kept]
-        return hashlib.sha256("\x00".join(kept).encode("utf-8", "surrogatepass")).hexdigest()
+        return _hash_tokens(Lexed(text), text)
 
     def metadata(self, text: str) -> dict:
         return metadata(text)
+
+
+def _hash_tokens(lx: Lexed, text: str) -> str:
+    # Token texts without newlines (comments and blanks are not tokens), NUL-separated; the
+    # filtering and joining run at C speed (corpus validate hashes every response).
+    kept = list(compress(lx.texts, map(ne, lx.kinds, repeat("NL"))))
+    # '…' and "…" mean the same string: hash one canonical spelling (body with the quote
+    # escapes resolved), so copies differing only in quote style dedupe.
+    if "'" in text or '"' in text:
+        kept = [_canonical_string(t) if t[:1] in "'\"" else t for t in kept]
+    return hashlib.sha256("\x00".join(kept).encode("utf-8", "surrogatepass")).hexdigest()
