@@ -10,7 +10,7 @@ from torch import nn
 
 from mens.train.kernels import LoraDelta
 from mens.train.speed import (flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
-                              split_for_memory)
+                              row_groups, split_for_memory)
 
 
 class _Block(nn.Module):
@@ -141,7 +141,9 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
         return total, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     cfg.tokens_per_pass = 96  # one row per pass
-    parts = split_for_memory(batch, cfg, "cpu")
+    parts = row_groups(batch, cfg, "cpu")
+    lazily = list(split_for_memory(batch, cfg, "cpu"))  # the same passes, one heap trim before each
+    assert [p.input_ids.tolist() for p in lazily] == [p.input_ids.tolist() for p in parts]
     assert len(parts) == batch.input_ids.shape[0] > 1
     assert sum(p.n_supervised for p in parts) == batch.n_supervised
     whole_loss, whole = grads([batch])
@@ -150,7 +152,7 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
     for name in whole:
         torch.testing.assert_close(split[name], whole[name], rtol=1e-4, atol=1e-6)
     cfg.tokens_per_pass = 0  # 0 = whole micro-batch
-    assert split_for_memory(batch, cfg, "cpu") == [batch]
+    assert row_groups(batch, cfg, "cpu") == [batch]
 
 
 def test_optimize_for_training_switches(tiny_model_dir):
