@@ -10,8 +10,9 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
    autograd keep the fp32 input, the dropped fp32 copy and the mask: ~9 bytes per input
    element per module. Here the adapter runs in the input's dtype (bf16 under QLoRA, the
    same arithmetic TRL's bf16 autocast uses), the mask comes from 15-bit lanes of 64-bit random
-   draws (~10x cheaper than `bernoulli_`/`F.dropout` on CPU) and only a bool mask plus the [N, r]
-   bottleneck are saved: the input itself is shared with the base layer. The scale rides on the
+   draws (~10x cheaper than `bernoulli_`/`F.dropout` on CPU), regenerated in backward from a
+   per-call seed, and only the [N, r] bottleneck is saved: the input itself is shared with the
+   base layer. The scale rides on the
    bottleneck and the sum with the base output is the B matmul's accumulator (`addmm`).
    Measured per step, 4-layer cut: the dropout/cast/copy share of the profile fell from ~30 %
    to a few %.
