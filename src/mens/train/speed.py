@@ -60,6 +60,7 @@ by the loop for each micro-batch. The LM head + cross-entropy lever lives in
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Iterator
@@ -126,17 +127,13 @@ def _cpu_threads() -> None:
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_GLIBC = None  # True once we know malloc is glibc's (not a preloaded tcmalloc/jemalloc)
-
-
+@functools.lru_cache(maxsize=1)
 def _libc():
-    """glibc's handle when malloc is glibc's; None under tcmalloc/jemalloc or elsewhere."""
-    global _GLIBC
-    if _GLIBC is None:
-        from mens.train.allocator import in_use
+    """glibc's handle when malloc is glibc's; None under tcmalloc/jemalloc or elsewhere. Looked
+    up once: `find_library` runs ldconfig, and trim_heap() calls this before every pass."""
+    from mens.train.allocator import in_use
 
-        _GLIBC = in_use() == "system"
-    if not _GLIBC:
+    if in_use() != "system":
         return None
     import ctypes
     import ctypes.util
