@@ -71,16 +71,9 @@ class VoxPack(LanguagePack):
     taxonomy = TAXONOMY
 
     def analyze(self, text: str, *, script: bool = False) -> Analysis:
-        try:
-            parser = Parser(text, script)
-        except Exception as exc:  # the lexer never fails on str input; defend the contract anyway
-            return Analysis(ok=False, error=Diagnostic(1, 1, f"internal lexer error: {exc}"))
-        error = None
-        try:
-            with gc_paused():
-                parser.run()
-        except VoxParseError as exc:
-            error = Diagnostic(exc.line, exc.col, exc.message)
+        parser, error = _parsed(text, script)
+        if parser is None:
+            return Analysis(ok=False, error=error)
         lx = parser.lx
         docs = DocFinder(text) if parser.decls else None
         constructs = []
@@ -109,22 +102,28 @@ class VoxPack(LanguagePack):
 
     def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
         """One lexing serves the parse and the hash (corpus validate's two questions)."""
-        try:
-            parser = Parser(text, script)
-        except Exception as exc:  # the lexer never fails on str input; defend the contract anyway
-            return Diagnostic(1, 1, f"internal lexer error: {exc}"), None
-        try:
-            with gc_paused():
-                parser.run()
-        except VoxParseError as exc:
-            return Diagnostic(exc.line, exc.col, exc.message), None
-        return None, _hash_tokens(parser.lx, text)
+        parser, error = _parsed(text, script)
+        return (error, None) if error is not None else (None, _hash_tokens(parser.lx, text))
 
     def structural_hash(self, text: str) -> str:
         return _hash_tokens(Lexed(text), text)
 
     def metadata(self, text: str) -> dict:
         return metadata(text)
+
+
+def _parsed(text: str, script: bool) -> tuple[Parser | None, Diagnostic | None]:
+    """The parser after its run (None when even lexing failed) and the first syntax error."""
+    try:
+        parser = Parser(text, script)
+    except Exception as exc:  # the lexer never fails on str input; defend the contract anyway
+        return None, Diagnostic(1, 1, f"internal lexer error: {exc}")
+    try:
+        with gc_paused():
+            parser.run()
+    except VoxParseError as exc:
+        return parser, Diagnostic(exc.line, exc.col, exc.message)
+    return parser, None
 
 
 def _hash_tokens(lx: Lexed, text: str) -> str:
