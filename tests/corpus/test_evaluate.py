@@ -24,7 +24,10 @@ def test_results_follow_the_contract(tmp_path, write_jsonl):
     assert res["construct_coverage"] == 3 and res["constructs_seen"] == ["class", "function", "import"]
     assert res["construct_total"] == 7 and res["construct_coverage_pct"] == pytest.approx(42.86)
     assert res["safety_rejections"] == 1 and res["safety_rejection_rate"] == 0.2
-    assert res["by_category"]["function"] == {"samples": 3, "code_samples": 3, "parsed": 2, "parse_rate": 0.666667}
+    assert res["by_category"]["function"] == {"samples": 3, "code_samples": 3, "parsed": 2, "unchecked": 0,
+                                              "parse_rate": 0.666667}
+    assert res["prose_samples"] == 1 and res["unchecked_samples"] == 0 and res["unchecked_reasons"] == {}
+    assert res["by_category"]["docs"]["parse_rate"] is None  # no code in it: n/a, not 0
     kinds = sorted(f["kind"] for f in res["failures"])
     assert kinds == ["format", "parse", "safety"]
     parse = next(f for f in res["failures"] if f["kind"] == "parse")
@@ -92,3 +95,76 @@ def test_tagged_constructs_count_towards_coverage(tmp_path):
     res = evaluate(data, tmp_path / "eval.json")
     assert res["parse_rate"] == 1.0
     assert "ai_function" in res["constructs_seen"] and "function" in res["constructs_seen"]
+
+
+# The Vox design's own pair format: plain Vox code in the response, no `lang`, no fence.
+VOX_ADD = {"prompt": "add", "response": "fn add(a: int, b: int) to int {\n    return a + b\n}\n",
+           "category": "function"}
+VOX_BROKEN = {"prompt": "b1", "response": "fn add(a: int, b: int) to int {\n    return a +\n}\n",
+              "category": "function"}
+VOX_CUT = {"prompt": "b2", "response": "fn f() {", "category": "function"}
+VOX_DOUBLE = {"instruction": "double it", "output": "fn double(x: int) to int {\n    return x * 2\n}\n"}
+
+
+def test_plain_vox_rows_with_lang_option(tmp_path, write_jsonl):
+    from mens.lang import get_pack
+
+    src = write_jsonl("vox.jsonl", [VOX_ADD, VOX_BROKEN, VOX_CUT, VOX_DOUBLE, PROSE])
+    res = evaluate(src, tmp_path / "e.json", lang="vox")
+    assert res["lang"] == "vox" and res["code_samples"] == 4 and res["parsed_samples"] == 2
+    assert res["parse_rate"] == 0.5 and res["unchecked_samples"] == 0 and res["prose_samples"] == 1
+    assert res["constructs_seen"] == ["function"] and res["construct_coverage"] == 1
+    total = len(get_pack("vox").taxonomy)
+    assert res["construct_total"] == total and res["construct_coverage_pct"] == round(100 / total, 2)
+    assert res["by_category"]["function"]["parse_rate"] == 0.333333
+    assert sorted(f["where"].rsplit(":", 1)[1] for f in res["failures"] if f["kind"] == "parse") == ["2", "3"]
+
+
+def test_plain_rows_without_a_language_are_unchecked_not_failed(tmp_path, write_jsonl):
+    src = write_jsonl("vox.jsonl", [VOX_ADD, VOX_BROKEN, VOX_CUT])
+    out = tmp_path / "e.json"
+    res = evaluate(src, out)
+    assert res["code_samples"] == 0 and res["unchecked_samples"] == 3 and res["parsed_samples"] == 0
+    assert res["parse_rate"] is None and res["construct_coverage_pct"] is None and res["construct_total"] == 0
+    assert res["unchecked_reasons"] == {"no language: no lang field, no fence tag, no --lang": 3}
+    assert res["by_category"]["function"] == {"samples": 3, "code_samples": 0, "parsed": 0, "unchecked": 3,
+                                              "parse_rate": None}
+    assert json.loads(out.read_text())["parse_rate"] is None and res["gate"]["passed"]
+    with pytest.raises(GateFailure, match="3 rows unchecked"):
+        evaluate(src, out, strict=True)
+    # A row's own lang or fence tag is enough without the option.
+    labelled = write_jsonl("labelled.jsonl", [{**VOX_ADD, "lang": "vox"},
+                                              {**VOX_CUT, "response": "```vox\nfn f() {\n```"}])
+    res = evaluate(labelled, out)
+    assert res["code_samples"] == 2 and res["parse_rate"] == 0.5 and res["unchecked_samples"] == 0
+
+
+def test_all_prose_or_unknown_language_reports_na_and_gates_fail(tmp_path, write_jsonl, run_cli):
+    prose = write_jsonl("prose.jsonl", [PROSE, {**PROSE, "prompt": "q", "response_mode": None, "lane": "docs_qa"}])
+    out = tmp_path / "e.json"
+    code, stdout, _ = run_cli("corpus", "eval", prose, "-o", out, "--lang", "vox")
+    res = json.loads(out.read_text())
+    assert code == 0 and res["prose_samples"] == 2 and res["code_samples"] == 0 and res["parse_rate"] is None
+    assert "parse rate n/a (0/0), unchecked 0, prose 2" in stdout and "coverage 0/0 (n/a)" in stdout
+    unknown = write_jsonl("unknown.jsonl", [VOX_ADD, VOX_CUT, {"prompt": "s", "response": "```sh\nls -l\n```"}])
+    code, stdout, _ = run_cli("corpus", "eval", unknown, "-o", out)
+    assert code == 0 and "parse rate n/a (0/0), unchecked 3, prose 0" in stdout
+    assert json.loads(out.read_text())["unchecked_reasons"]["fence tag 'sh' names no language pack"] == 1
+    # A threshold over nothing checked fails, saying so — it must not pass, nor compare 0 < 0.5.
+    code, _, err = run_cli("corpus", "eval", unknown, "-o", out, "--min-parse-rate", "0.5")
+    assert code == 1 and "parse_rate n/a: no code sample was checked (3 unchecked, 0 prose;" in err
+    assert json.loads(out.read_text())["gate"]["passed"] is False
+    code, _, err = run_cli("corpus", "eval", prose, "-o", out, "--min-coverage", "0.1")
+    assert code == 1 and "construct coverage n/a: no code sample was checked (0 unchecked, 2 prose;" in err
+
+
+def test_cli_lang_option(tmp_path, write_jsonl, run_cli):
+    src = write_jsonl("vox.jsonl", [VOX_ADD, VOX_BROKEN, VOX_CUT])
+    out = tmp_path / "e.json"
+    code, stdout, _ = run_cli("corpus", "eval", src, "-o", out, "--lang", "vox", "--min-parse-rate", "0.3")
+    assert code == 0 and "parse rate 0.333 (1/3), unchecked 0" in stdout
+    code, _, err = run_cli("corpus", "eval", src, "-o", out, "--lang", "vox", "--min-parse-rate", "0.5")
+    assert code == 1 and "parse_rate 0.3333 < 0.5" in err
+    out.unlink()
+    code, _, err = run_cli("corpus", "eval", src, "-o", out, "--lang", "no-such-grammar-xyz")
+    assert code == 2 and "unknown language pack 'no-such-grammar-xyz' (--lang)" in err and not out.exists()

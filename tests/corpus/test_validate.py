@@ -1,6 +1,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from mens.corpus import validate as validate_mod
 from mens.corpus.validate import validate
 
@@ -32,7 +34,7 @@ def test_parse_dedupe_schema_and_quarantine(tmp_path, write_jsonl):
     assert [r.get("prompt") or r["messages"][0]["content"] for r in kept] == [
         "add", "sum two numbers", "fence only", "explain", "a"]
     assert report.dropped == {"duplicate": 1, "parse_error": 2, "unknown_lang": 1, "schema": 2}
-    assert report.counts["code_checked"] == 4 and report.counts["unchecked"] == 1
+    assert report.counts["code_checked"] == 4 and report.counts["prose"] == 1 and report.counts["unchecked"] == 0
     rejected = rows(quarantine)
     assert len(rejected) == 6
     broken = next(r for r in rejected if r["row"]["prompt"] == "bad")
@@ -70,3 +72,109 @@ def test_pool_matches_serial(tmp_path, write_jsonl, monkeypatch):
     monkeypatch.setattr(validate_mod, "SERIAL_BELOW", 0)
     validate(src, tmp_path / "pool.jsonl", workers=2)
     assert (tmp_path / "serial.jsonl").read_bytes() == (tmp_path / "pool.jsonl").read_bytes()
+
+
+# The Vox design's own pair format: plain Vox code in the response, no `lang`, no fence.
+VOX_OK = {"instruction": "add two ints", "output": "fn add(a: int, b: int) to int {\n    return a + b\n}\n"}
+VOX_BROKEN = {"prompt": "add, broken", "response": "fn add(a: int, b: int) to int {\n    return a +\n}\n"}
+VOX_CUT = {"prompt": "cut short", "response": "fn f() {", "category": "function"}
+
+
+def verdicts(path):
+    report = json.loads(Path(path).with_name(Path(path).stem + ".validate_report.json").read_text())
+    return {k: report["counts"][k] for k in ("code_checked", "prose", "unchecked")}, report
+
+
+def test_plain_vox_rows_are_parsed_with_lang_option(tmp_path, write_jsonl):
+    src = write_jsonl("vox.jsonl", [VOX_OK, VOX_BROKEN, VOX_CUT])
+    out, quarantine = tmp_path / "v.jsonl", tmp_path / "q.jsonl"
+    report = validate(src, out, quarantine=quarantine, lang="vox")
+    assert [r["prompt"] for r in rows(out)] == ["add two ints"]
+    assert report.dropped == {"parse_error": 2}
+    assert [(q["row"]["prompt"], q["error"].split(":")[0]) for q in rows(quarantine)] == [("add, broken", "2"),
+                                                                                       ("cut short", "1")]
+    counts, saved = verdicts(out)
+    assert counts == {"code_checked": 1, "prose": 0, "unchecked": 0} and saved["lang"] == "vox"
+    assert saved["fingerprint"]["params"]["lang"] == "vox" and saved["fingerprint"]["packs"]["vox"]
+
+
+def test_plain_rows_without_any_language_are_kept_but_unchecked(tmp_path, write_jsonl):
+    src = write_jsonl("vox.jsonl", [VOX_OK, VOX_BROKEN, VOX_CUT])
+    out = tmp_path / "v.jsonl"
+    report = validate(src, out)
+    assert len(rows(out)) == 3 and not report.dropped
+    counts, saved = verdicts(out)
+    assert counts == {"code_checked": 0, "prose": 0, "unchecked": 3}
+    assert saved["unchecked"]["rows"] == 3 and saved["lang"] is None
+    assert saved["unchecked"]["why"] == {"no language: no lang field, no fence tag, no --lang": 3}
+    assert [e["where"].rsplit(":", 1)[1] for e in saved["unchecked"]["examples"]] == ["1", "2", "3"]
+
+
+def test_row_lang_or_fence_decides_without_the_option(tmp_path, write_jsonl):
+    src = write_jsonl("vox.jsonl", [{**VOX_BROKEN, "lang": "vox"},
+                                    {**VOX_CUT, "response": "```vox\nfn f() {\n```"},
+                                    {**VOX_OK, "output": "```vox\n" + VOX_OK["output"] + "```"}])
+    report = validate(src, tmp_path / "v.jsonl")
+    assert report.dropped == {"parse_error": 2} and report.counts["code_checked"] == 1
+
+
+def test_precedence_row_lang_then_fence_then_option(tmp_path, write_jsonl):
+    vox_fn = VOX_OK["output"]
+    src = write_jsonl("mixed.jsonl", [
+        {"prompt": "p1", "response": "def f(:\n    pass\n", "lang": "python"},   # lang beats --lang: python error
+        {"prompt": "p2", "response": "```python\n" + vox_fn + "```", "lang": "vox"},  # lang beats the fence
+        {"prompt": "p3", "response": "```py\nx = [1, 2]\n```"},                   # fence beats --lang
+        {"prompt": "p4", "response": "```sh\nfn f() {\n```"},                     # a fence tag no pack owns
+        {"prompt": "p5", "response": "```\nfn f() {\n```"},                       # bare fence: --lang
+    ])
+    out, quarantine = tmp_path / "v.jsonl", tmp_path / "q.jsonl"
+    report = validate(src, out, quarantine=quarantine, lang="vox")
+    assert [r["prompt"] for r in rows(out)] == ["p2", "p3", "p4"]
+    assert [q["row"]["prompt"] for q in rows(quarantine)] == ["p1", "p5"]
+    assert report.counts["code_checked"] == 2 and report.counts["unchecked"] == 1
+    assert report.extra["unchecked"]["why"] == {"fence tag 'sh' names no language pack": 1}
+
+
+def test_prose_rows_stay_prose_even_with_lang_option(tmp_path, write_jsonl):
+    prose = "Loops repeat their body while the condition holds; break leaves early."
+    src = write_jsonl("docs.jsonl", [
+        {"prompt": "q1", "response": prose, "response_mode": "prose_only", "lane": "docs_qa", "lang": "vox"},
+        {"prompt": "q2", "response": prose, "lane": "docs_qa"},                    # the lane says explanation
+        {"prompt": "q3", "response": "Like so:\n```vox\nfn f() {\n```", "lane": "docs_qa"},  # its block is code
+        {"prompt": "q4", "response": prose, "response_mode": "mixed"},             # no block to check
+        {"prompt": "q5", "response": prose, "response_mode": "code_only"},         # says code: parsed, fails
+    ])
+    out, quarantine = tmp_path / "v.jsonl", tmp_path / "q.jsonl"
+    report = validate(src, out, quarantine=quarantine, lang="vox")
+    assert [r["prompt"] for r in rows(out)] == ["q1", "q2", "q4"]
+    assert [q["row"]["prompt"] for q in rows(quarantine)] == ["q3", "q5"]
+    assert report.counts["prose"] == 2 and report.counts["unchecked"] == 1
+    assert report.extra["unchecked"]["why"] == {"response_mode mixed without a fenced code block": 1}
+
+
+def test_cli_lang_option_strict_and_bad_name(tmp_path, write_jsonl, run_cli, capsys):
+    src = write_jsonl("vox.jsonl", [VOX_OK, VOX_BROKEN])
+    out, quarantine = tmp_path / "v.jsonl", tmp_path / "q.jsonl"
+    code, _, _ = run_cli("corpus", "validate", src, "-o", out, "--strict")
+    assert code == 0 and len(rows(out)) == 2                      # nothing checkable: nothing rejected
+    code, _, err = run_cli("corpus", "validate", src, "-o", out, "--quarantine", quarantine, "--strict",
+                           "--lang", "vox")
+    assert code == 1 and "1 of 2 rows rejected (parse_error 1)" in err
+    assert [r["prompt"] for r in rows(out)] == ["add two ints"] and rows(quarantine)[0]["reason"] == "parse_error"
+    other = tmp_path / "other.jsonl"
+    code, _, err = run_cli("corpus", "validate", src, "-o", other, "--lang", "no-such-grammar-xyz")
+    assert code == 2 and err.startswith("mens: error: unknown language pack 'no-such-grammar-xyz' (--lang) — ")
+    assert not other.exists()
+    with pytest.raises(SystemExit) as exit_:
+        run_cli("corpus", "validate", "--help")
+    assert exit_.value.code == 0 and "--lang NAME" in capsys.readouterr().out
+
+
+def test_pool_matches_serial_with_lang_option(tmp_path, write_jsonl, monkeypatch):
+    many = [{"prompt": f"p{i}", "response": f"fn f{i}() to int {{\n    return {i}\n}}\n"} for i in range(30)]
+    src = write_jsonl("vox.jsonl", many + [VOX_BROKEN, VOX_CUT])
+    validate(src, tmp_path / "serial.jsonl", workers=1, lang="vox")
+    monkeypatch.setattr(validate_mod, "SERIAL_BELOW", 0)
+    report = validate(src, tmp_path / "pool.jsonl", workers=2, lang="vox")
+    assert (tmp_path / "serial.jsonl").read_bytes() == (tmp_path / "pool.jsonl").read_bytes()
+    assert report.counts["code_checked"] == 30 and report.dropped == {"parse_error": 2}

@@ -8,6 +8,11 @@ from pathlib import Path
 from mens.cli import add_group
 
 
+LANG_HELP = ("language pack (vox, python, a tree-sitter grammar) for rows that name none: no `lang` field, "
+             "no fence tag; their code — a fenced block, or the whole plain response — is parsed with it. "
+             "A row's own `lang` or fence tag wins; prose rows (response_mode prose_only, docs_qa lane) stay prose")
+
+
 def register(sub) -> None:
     corpus = add_group(sub, "corpus", "build a parser-verified training corpus: extract, pairs, validate, "
                        "mix, eval, stats")
@@ -42,11 +47,14 @@ def register(sub) -> None:
     p = corpus.add_parser("validate", help="parse every code response, dedupe, schema-check",
                           description="Parse each code-bearing response with its language pack; rejected "
                           "rows go to --quarantine with the parser's message; duplicates (structural hash "
-                          "+ prompt) are dropped. --strict exits 1 on any rejection.")
+                          "+ prompt) are dropped. A row's language is its `lang` field, else its fence tag, "
+                          "else --lang; rows with none are kept but counted `unchecked` in the report. "
+                          "--strict exits 1 on any rejection.")
     p.add_argument("pairs", type=Path, help="pairs JSONL")
     p.add_argument("-o", "--output", type=Path, required=True, help="validated JSONL to write")
     p.add_argument("--quarantine", type=Path, help="write rejected rows here, with reasons")
     p.add_argument("--strict", action="store_true", help="exit 1 when any row is rejected")
+    p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
     p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
     p.add_argument("--workers", type=int, help="processes (default 2)")
     p.set_defaults(func=_validate)
@@ -63,14 +71,19 @@ def register(sub) -> None:
 
     p = corpus.add_parser("eval", help="measure a pairs file → eval_results.json; optionally a gate",
                           description="Format validity, parse rate, construct coverage, safety rejections, "
-                          "per category. Gate thresholds: flags, or MENS_EVAL_MIN_PARSE_RATE, "
-                          "MENS_EVAL_MIN_COVERAGE, MENS_EVAL_STRICT=1 (exit 1 when a gate fails).")
+                          "per category. A row's language is its `lang` field, else its fence tag, else "
+                          "--lang; rows with none are counted unchecked, and with no code checked the parse "
+                          "rate is n/a (null), never 0. Gate thresholds: flags, or MENS_EVAL_MIN_PARSE_RATE, "
+                          "MENS_EVAL_MIN_COVERAGE, MENS_EVAL_STRICT=1 (exit 1 when a gate fails; a threshold "
+                          "with nothing checked fails too).")
     p.add_argument("file", type=Path, help="pairs JSONL (e.g. train.jsonl)")
     p.add_argument("-o", "--output", type=Path, default=Path("eval_results.json"),
                    help="results file (default eval_results.json)")
     p.add_argument("--min-parse-rate", type=float, help="fail below this parse rate (0-1)")
     p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a percentage)")
-    p.add_argument("--strict", action="store_true", help="fail on any parse failure, malformed row or unsafe response")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on any parse failure, malformed row, unsafe response or unchecked row")
+    p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
     p.set_defaults(func=_eval)
 
     p = corpus.add_parser("stats", help="rows by category/lane/lang/rating and a length histogram",
@@ -129,8 +142,12 @@ def _validate(args) -> int:
     if args.quarantine:
         _not_input(args.quarantine, args.pairs)
     report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
-                      lenient=args.lenient, workers=args.workers)
+                      lenient=args.lenient, workers=args.workers, lang=args.lang)
     say(report.summary())
+    if report.counts["unchecked"]:
+        say(f"validate: {report.counts['unchecked']} kept unchecked, no pack could parse them "
+            f"({'; '.join(f'{why}: {n}' for why, n in report.extra['unchecked']['why'].items())})"
+            + ("" if args.lang else " — pass --lang NAME to check plain code"))
     return 0
 
 
@@ -149,12 +166,18 @@ def _eval(args) -> int:
 
     _not_input(args.output, args.file)
     res = evaluate(args.file, args.output, min_parse_rate=args.min_parse_rate, min_coverage=args.min_coverage,
-                   strict=args.strict)
-    print(f"{args.file}: {res['total_samples']} samples, format {res['format_validity']:.3f}, "
-          f"parse rate {res['parse_rate']:.3f} ({res['parsed_samples']}/{res['code_samples']}), "
-          f"coverage {res['construct_coverage']}/{res['construct_total']} ({res['construct_coverage_pct']}%), "
-          f"unsafe {res['safety_rejection_rate']:.3f} → {args.output}")
+                   strict=args.strict, lang=args.lang)
+    coverage = "n/a" if res["construct_coverage_pct"] is None else f"{res['construct_coverage_pct']}%"
+    print(f"{args.file}: {res['total_samples']} samples, format {_rate(res['format_validity'])}, "
+          f"parse rate {_rate(res['parse_rate'])} ({res['parsed_samples']}/{res['code_samples']}), "
+          f"unchecked {res['unchecked_samples']}, prose {res['prose_samples']}, "
+          f"coverage {res['construct_coverage']}/{res['construct_total']} ({coverage}), "
+          f"unsafe {_rate(res['safety_rejection_rate'])} → {args.output}")
     return 0
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _stats(args) -> int:

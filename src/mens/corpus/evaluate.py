@@ -1,15 +1,21 @@
 """`corpus eval`: measure a pairs file → eval_results.json (DESIGN.md §3), optionally as a gate.
 
-    evaluate(path, out, *, min_parse_rate=None, min_coverage=None, strict=False) -> dict
+    evaluate(path, out, *, min_parse_rate=None, min_coverage=None, strict=False, lang=None) -> dict
     safety_flags(text) -> list[str]
 
-Fields: `total_samples`, `code_samples`, `format_validity`, `parse_rate` (parsed code samples ÷
-code samples; code is the response or its first fenced block), `construct_coverage` (distinct
-taxonomy kinds seen in the parsed code), `construct_total`, `construct_coverage_pct`,
+Every valid row gets one verdict (`corpus.validate.read_code`, which also holds the language
+precedence: the row's `lang`, then its fence tag, then `lang=` / `--lang`): code (parsed by its
+pack), prose, or unchecked (code whose language nobody said). Fields: `total_samples`,
+`code_samples` (rows whose code was checked), `prose_samples`, `unchecked_samples` and
+`unchecked_reasons`, `format_validity`, `parse_rate` (parsed ÷ code samples), `construct_coverage`
+(distinct taxonomy kinds seen in the parsed code), `construct_total`, `construct_coverage_pct`,
 `safety_rejection_rate` (responses with obvious secrets or destructive shell), `by_category`,
-`failures` (the first ones, with the parser's message). Thresholds come from the arguments or
-from MENS_EVAL_MIN_PARSE_RATE, MENS_EVAL_MIN_COVERAGE (a fraction, or a percentage above 1) and
-MENS_EVAL_STRICT=1; the results are written first, then a failed gate raises GateFailure (exit 1).
+`failures` (the first ones, with the parser's message). A rate over nothing is null ("n/a"), never
+0: with no code checked, `parse_rate` and `construct_coverage_pct` are null, and a gate on them
+fails saying nothing was checked — a gate that saw nothing must not pass. Thresholds come from the
+arguments or from MENS_EVAL_MIN_PARSE_RATE, MENS_EVAL_MIN_COVERAGE (a fraction, or a percentage
+above 1) and MENS_EVAL_STRICT=1 (any parse failure, malformed row, unsafe response or unchecked
+row fails); the results are written first, then a failed gate raises GateFailure (exit 1).
 Malformed rows are measured (format_validity), never a crash.
 """
 
@@ -17,11 +23,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from mens.corpus.validate import UnknownLang, code_of
+from mens.corpus.validate import UnknownLang, default_pack, read_code
 from mens.errors import GateFailure, MensError
 from mens.progress import progress
 from mens.records import Pair, iter_jsonl, write_json_atomic
@@ -61,12 +67,14 @@ def _env_float(name: str) -> float | None:
         raise MensError(f"{name} must be a number, got {value!r}", name, "set it to e.g. 0.95") from None
 
 
-def _rate(num: int, den: int) -> float:
-    return round(num / den, 6) if den else 0.0
+def _rate(num: int, den: int) -> float | None:
+    """num ÷ den, or None when there was nothing to measure (0 of 0 is not a rate of 0)."""
+    return round(num / den, 6) if den else None
 
 
 def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None = None,
-             min_coverage: float | None = None, strict: bool = False) -> dict[str, Any]:
+             min_coverage: float | None = None, strict: bool = False, lang: str | None = None) -> dict[str, Any]:
+    default = default_pack(lang)  # an unknown --lang is a user error (exit 2) before anything is read
     min_parse_rate = min_parse_rate if min_parse_rate is not None else _env_float("MENS_EVAL_MIN_PARSE_RATE")
     min_coverage = min_coverage if min_coverage is not None else _env_float("MENS_EVAL_MIN_COVERAGE")
     if min_coverage is not None and min_coverage > 1:
@@ -77,10 +85,12 @@ def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None 
     total = len(rows) + len(malformed)
     if total == 0:
         raise MensError("nothing to evaluate: the file is empty", str(path), "give a pairs file")
-    valid = code = parsed = unsafe = 0
+    valid = code = parsed = unsafe = prose = 0
+    unchecked: Counter = Counter()  # why -> rows
     seen: dict[str, set[str]] = defaultdict(set)
     taxonomies: dict[str, tuple[str, ...]] = {}
-    by_cat: dict[str, dict[str, int]] = defaultdict(lambda: {"samples": 0, "code_samples": 0, "parsed": 0})
+    by_cat: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"samples": 0, "code_samples": 0, "parsed": 0, "unchecked": 0})
     failures: list[dict[str, Any]] = []
     for where in malformed:
         if len(failures) < MAX_FAILURES:
@@ -105,16 +115,23 @@ def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None 
                     failures.append({"where": where, "error": "unsafe: " + ", ".join(flags), "kind": "safety",
                                      "category": pair.category})
             try:
-                sample = code_of(pair)
+                verdict = read_code(pair, default)
             except UnknownLang as exc:
-                sample, error = None, f"no language pack {exc}"
+                # The row names a language no pack parses: code that failed its check.
                 code += 1
                 cat["code_samples"] += 1
                 if len(failures) < MAX_FAILURES:
-                    failures.append({"where": where, "error": error, "kind": "parse", "category": pair.category})
+                    failures.append({"where": where, "error": f"no language pack {exc}", "kind": "parse",
+                                     "category": pair.category})
                 continue
-            if sample is None:
+            if verdict.kind == "prose":
+                prose += 1
                 continue
+            if verdict.kind == "unchecked":
+                unchecked[verdict.why] += 1
+                cat["unchecked"] += 1
+                continue
+            sample = verdict.sample
             code += 1
             cat["code_samples"] += 1
             analysis = sample.pack.analyze(sample.code, script=sample.script)
@@ -131,36 +148,58 @@ def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None 
     construct_total = sum(len(t) for t in taxonomies.values())
     covered = sum(len(s) for s in seen.values())
     single = len(taxonomies) == 1
-    seen_list = sorted(k if single else f"{lang}:{k}" for lang, kinds in seen.items() for k in kinds)
-    missing = sorted(k if single else f"{lang}:{k}" for lang, tax in taxonomies.items()
-                     for k in tax if k not in seen[lang])
+    seen_list = sorted(k if single else f"{name}:{k}" for name, kinds in seen.items() for k in kinds)
+    missing = sorted(k if single else f"{name}:{k}" for name, tax in taxonomies.items()
+                     for k in tax if k not in seen[name])
     results: dict[str, Any] = {
         "schema": SCHEMA, "file": str(path),
+        "lang": default.name if default else None,
         "total_samples": total, "valid_samples": valid, "code_samples": code, "parsed_samples": parsed,
+        "prose_samples": prose, "unchecked_samples": sum(unchecked.values()),
+        "unchecked_reasons": dict(sorted(unchecked.items())),
         "format_validity": _rate(valid, total), "parse_rate": _rate(parsed, code),
         "construct_coverage": covered, "construct_total": construct_total,
-        "construct_coverage_pct": round(100.0 * covered / construct_total, 2) if construct_total else 0.0,
+        "construct_coverage_pct": round(100.0 * covered / construct_total, 2) if construct_total else None,
         "constructs_seen": seen_list, "constructs_missing": missing,
         "safety_rejections": unsafe, "safety_rejection_rate": _rate(unsafe, valid),
         "by_category": {k: {**v, "parse_rate": _rate(v["parsed"], v["code_samples"])}
                         for k, v in sorted(by_cat.items())},
         "failures": failures,
     }
-    problems = []
-    if min_parse_rate is not None and results["parse_rate"] < min_parse_rate:
-        problems.append(f"parse_rate {results['parse_rate']:.4f} < {min_parse_rate}")
-    if min_coverage is not None and results["construct_coverage_pct"] / 100.0 < min_coverage:
-        problems.append(f"construct coverage {results['construct_coverage_pct']}% < {100 * min_coverage:g}%")
-    if strict:
-        if parsed < code:
-            problems.append(f"{code - parsed} code samples do not parse")
-        if valid < total:
-            problems.append(f"{total - valid} malformed rows")
-        if unsafe:
-            problems.append(f"{unsafe} unsafe responses")
-    results["gate"] = {"min_parse_rate": min_parse_rate, "min_coverage": min_coverage, "strict": strict,
-                       "passed": not problems, "problems": problems}
+    results["gate"] = _gate(results, min_parse_rate, min_coverage, strict)
     write_json_atomic(out, results)
-    if problems:
-        raise GateFailure("eval gate failed: " + "; ".join(problems) + f" (see {out})")
+    if results["gate"]["problems"]:
+        raise GateFailure("eval gate failed: " + "; ".join(results["gate"]["problems"]) + f" (see {out})")
     return results
+
+
+def _gate(res: dict[str, Any], min_parse_rate: float | None, min_coverage: float | None,
+          strict: bool) -> dict[str, Any]:
+    problems = []
+    # With no code checked a threshold has nothing to compare: that fails, loudly, rather than
+    # letting a gate that saw nothing pass.
+    nothing = (f"no code sample was checked ({res['unchecked_samples']} unchecked, {res['prose_samples']} prose; "
+               "give rows a lang or a fence tag, or pass --lang)")
+    if min_parse_rate is not None:
+        if res["parse_rate"] is None:
+            problems.append(f"parse_rate n/a: {nothing}")
+        elif res["parse_rate"] < min_parse_rate:
+            problems.append(f"parse_rate {res['parse_rate']:.4f} < {min_parse_rate}")
+    if min_coverage is not None:
+        if res["construct_coverage_pct"] is None:
+            problems.append("construct coverage n/a: " + (nothing if not res["code_samples"] else
+                                                          "the checked languages' packs have no construct taxonomy"))
+        elif res["construct_coverage_pct"] / 100.0 < min_coverage:
+            problems.append(f"construct coverage {res['construct_coverage_pct']}% < {100 * min_coverage:g}%")
+    if strict:
+        if res["parsed_samples"] < res["code_samples"]:
+            problems.append(f"{res['code_samples'] - res['parsed_samples']} code samples do not parse")
+        if res["valid_samples"] < res["total_samples"]:
+            problems.append(f"{res['total_samples'] - res['valid_samples']} malformed rows")
+        if res["safety_rejections"]:
+            problems.append(f"{res['safety_rejections']} unsafe responses")
+        if res["unchecked_samples"]:
+            problems.append(f"{res['unchecked_samples']} rows unchecked: no pack could check their code "
+                            "(see unchecked_reasons)")
+    return {"min_parse_rate": min_parse_rate, "min_coverage": min_coverage, "strict": strict,
+            "passed": not problems, "problems": problems}

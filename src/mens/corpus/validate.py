@@ -1,32 +1,54 @@
-"""`corpus validate`: parse every code-bearing response, dedupe, schema-check → validated.jsonl.
+"""`corpus validate`: give every row a verdict — parsed code, prose, or unchecked — dedupe,
+schema-check → validated.jsonl.
 
     validate(pairs_path, out, *, quarantine=None, strict=False, lenient=False,
-             workers=None) -> Report
-    code_of(pair) -> CodeSample | None     # the code a pair's response carries, and its pack
+             workers=None, lang=None) -> Report
+    read_code(pair, default=None) -> Verdict   # "code" (with its CodeSample), "prose" or "unchecked"
+    code_of(pair, default=None) -> CodeSample | None
+    default_pack(name) -> LanguagePack | None  # a --lang value, checked (MensError, exit 2)
 
-A pair is code-bearing unless its `response_mode` is `prose_only`; its code is the response, or
-the response's first fenced block, checked with the pack named by `lang` (or by the fence tag).
-Failures go to `quarantine` with the parser's message. Duplicates (same structural hash of the
-code, same prompt) keep their first occurrence. `strict=True` raises GateFailure (exit 1) on any
-rejection, after writing the outputs.
+Which rows are code. `response_mode: prose_only` is prose. A row with no `response_mode` in the
+`docs_qa` lane is an explanation: its first fenced block is code, plain text is prose. Every other
+row is code: its first fenced block, or the whole response when there is no fence (the Vox pair
+format: plain code in `response`, no fence, often no `lang`). `response_mode: mixed` with no
+fence holds no block to check and is unchecked.
+
+Which language. The first of these that says something wins:
+  1. the row's `lang` field          — the row's author said so, for this row;
+  2. its fence's info string         — a pack's fence tag (```vox, ```py …); a tag no pack owns
+                                       (```text, ```sh) makes the row unchecked, never --lang;
+  3. `lang=` / `--lang`              — a default for the whole file, for rows that say nothing.
+A row's own word beats a file-wide default, so a --lang never re-labels a row that names its
+language. (The reports beside a pairs file name packs too, but only those of rows that carry
+`lang` already, so they cannot decide a row that does not.)
+
+Code with a language is parsed by that pack; failures go to `quarantine` with the parser's
+message. Code with no decidable language is kept and counted `unchecked` (never `code_checked`),
+with why, in the report. Duplicates (same structural hash of the code, or same text for rows not
+parsed, and same prompt) keep their first occurrence. `strict=True` raises GateFailure (exit 1)
+on any rejection, after writing the outputs; unchecked rows are not rejections (gate on them
+with `corpus eval --strict`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mens.corpus.fingerprint import fingerprint_block, text_hash
 from mens.corpus.parallel import default_workers, process_pool
-from mens.corpus.report import Report
+from mens.corpus.report import MAX_EXAMPLES, Report
 from mens.errors import GateFailure, MensError
-from mens.lang import LanguagePack, extract_code, get_pack, pack_for_fence
+from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, pack_for_fence
+from mens.lang.base import has_fence
 from mens.progress import progress
 from mens.records import RESPONSE_MODES, Pair, atomic_path, iter_jsonl, write_jsonl_atomic
 
 SERIAL_BELOW = 4000  # rows; a pool costs more than it saves below this
+PROSE_LANES = ("docs_qa",)  # lanes whose rows explain: plain text there is prose, not code
 
 
 @dataclass
@@ -36,26 +58,57 @@ class CodeSample:
     script: bool
 
 
+@dataclass
+class Verdict:
+    kind: str                         # "code" | "prose" | "unchecked"
+    sample: CodeSample | None = None  # for "code"
+    why: str = ""                     # for "unchecked": why no language could be decided
+
+
 class UnknownLang(Exception):
     pass
 
 
-def code_of(pair: Pair) -> CodeSample | None:
-    """The code a code-bearing pair carries, or None for prose or an unlabelled plain answer.
-    Raises UnknownLang when the pair names a language no pack handles."""
-    if pair.response_mode == "prose_only":
+def default_pack(name: str | None) -> LanguagePack | None:
+    """The pack a `--lang` names; an unknown name is the user's to fix (exit 2), not a row's."""
+    if not name:
         return None
+    try:
+        return get_pack(name)
+    except (MensError, ImportError, AttributeError):
+        raise MensError(f"unknown language pack {name!r}", "--lang",
+                        f"use one of {', '.join(builtin_names())} or an installed tree-sitter grammar") from None
+
+
+def read_code(pair: Pair, default: LanguagePack | None = None) -> Verdict:
+    """What a row's response is, and in which language (precedence: the module docstring).
+    Raises UnknownLang when the row's `lang` names a language no pack handles."""
+    mode = pair.response_mode
+    fenced = has_fence(pair.response)
+    if mode == "prose_only" or (mode is None and pair.lane in PROSE_LANES and not fenced):
+        return Verdict("prose")
+    if mode == "mixed" and not fenced:
+        return Verdict("unchecked", why="response_mode mixed without a fenced code block")
     code, tag = extract_code(pair.response)
     if pair.lang:
         try:
             pack = get_pack(pair.lang)
         except (MensError, ImportError, AttributeError):  # unknown grammar, or pack not installed
             raise UnknownLang(pair.lang) from None
-    else:
+    elif tag:
         pack = pack_for_fence(tag)
         if pack is None:
-            return None
-    return CodeSample(code, pack, bool(pair.metadata.get("script")))
+            return Verdict("unchecked", why=f"fence tag {tag.lower()!r} names no language pack")
+    elif default is not None:
+        pack = default
+    else:
+        return Verdict("unchecked", why="no language: no lang field, no fence tag, no --lang")
+    return Verdict("code", CodeSample(code, pack, bool(pair.metadata.get("script"))))
+
+
+def code_of(pair: Pair, default: LanguagePack | None = None) -> CodeSample | None:
+    """The code a row carries with its pack, or None for prose and for unchecked rows."""
+    return read_code(pair, default).sample
 
 
 def _prompt_key(pair: Pair) -> str:
@@ -64,8 +117,9 @@ def _prompt_key(pair: Pair) -> str:
     return " ".join(pair.prompt.split())
 
 
-def check_row(obj: Any, where: str) -> dict[str, Any]:
-    """Schema, language and parse check of one row: {ok, reason, message} or {ok, checked, key, line}."""
+def check_row(obj: Any, where: str, lang: str | None = None) -> dict[str, Any]:
+    """Schema, language and parse check of one row: {ok: False, reason, message} or
+    {ok: True, verdict, why, key, line, lang}. `lang` is the file's default (--lang)."""
     try:
         pair = Pair.from_dict(obj, where)
     except MensError as exc:
@@ -74,29 +128,39 @@ def check_row(obj: Any, where: str) -> dict[str, Any]:
         return {"ok": False, "reason": "schema",
                 "message": f"response_mode must be one of {', '.join(RESPONSE_MODES)}"}
     try:
-        sample = code_of(pair)
+        verdict = read_code(pair, get_pack(lang) if lang else None)
     except UnknownLang as exc:
         return {"ok": False, "reason": "unknown_lang", "message": f"no language pack {exc}"}
+    sample = verdict.sample
     if sample is None:
-        shape, checked = text_hash(" ".join(pair.response.split())), False
+        shape = text_hash(" ".join(pair.response.split()))
     else:
         if not sample.code.strip():
             return {"ok": False, "reason": "empty_code", "message": "the response holds no code"}
         error, shape = sample.pack.check_and_hash(sample.code, script=sample.script)
         if error is not None:
             return {"ok": False, "reason": "parse_error", "message": str(error)}
-        checked = True
     # The row travels back as its JSON line, serialised here in the worker.
-    return {"ok": True, "checked": checked, "key": text_hash(shape + "\x00" + _prompt_key(pair)),
-            "line": json.dumps(pair.to_dict(), ensure_ascii=False), "lang": pair.lang}
+    return {"ok": True, "verdict": verdict.kind, "why": verdict.why,
+            "key": text_hash(shape + "\x00" + _prompt_key(pair)),
+            "line": json.dumps(pair.to_dict(), ensure_ascii=False),
+            "lang": sample.pack.name if sample else pair.lang}
 
 
-def _check_chunk(chunk: list[tuple[int, Any, str]]) -> list[tuple[int, dict]]:
-    return [(i, check_row(obj, where)) for i, obj, where in chunk]
+def _check_chunk(args: tuple[list[tuple[int, Any, str]], str | None]) -> list[tuple[int, dict]]:
+    chunk, lang = args
+    return [(i, check_row(obj, where, lang)) for i, obj, where in chunk]
+
+
+# Report counter per verdict: only "code_checked" rows were parsed by a pack.
+_COUNT = {"code": "code_checked", "prose": "prose", "unchecked": "unchecked"}
 
 
 def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path | None = None,
-             strict: bool = False, lenient: bool = False, workers: int | None = None) -> Report:
+             strict: bool = False, lenient: bool = False, workers: int | None = None,
+             lang: str | None = None) -> Report:
+    default = default_pack(lang)  # an unknown --lang fails here, before any output is written
+    lang = default.name if default else None
     report = Report("validate", str(out))
     skipped: list[str] | None = [] if lenient else None
     rows = [(i, obj, f"{pairs_path}:{lineno}") for i, (lineno, obj) in enumerate(iter_jsonl(pairs_path, skipped))]
@@ -110,11 +174,11 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     with progress("validate", total=len(rows)) as bar:
         if workers <= 1 or len(rows) < SERIAL_BELOW:
             for i, obj, where in rows:
-                results[i] = check_row(obj, where)
+                results[i] = check_row(obj, where, lang)
                 bar.advance()
         else:
             size = max(200, len(rows) // (workers * 16))
-            chunks = [rows[k:k + size] for k in range(0, len(rows), size)]
+            chunks = [(rows[k:k + size], lang) for k in range(0, len(rows), size)]
             with process_pool(workers) as pool:
                 for part in pool.map(_check_chunk, chunks):
                     for i, res in part:
@@ -124,6 +188,10 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     langs: set[str] = set()
     rejected: list[dict] = []
     seen: set[str] = set()
+    unchecked_why: Counter = Counter()
+    unchecked_examples: list[dict[str, str]] = []
+    for kind in _COUNT.values():  # all three are reported, 0 included: "unchecked 0" is news too
+        report.counts[kind] = 0
     for (i, obj, where), res in zip(rows, results):
         if res["ok"] and res["key"] in seen:
             res = {"ok": False, "reason": "duplicate", "message": "same code structure and prompt as an earlier row"}
@@ -132,14 +200,21 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
             rejected.append({"row": obj, "where": where, "reason": res["reason"], "error": res["message"]})
             continue
         seen.add(res["key"])
-        report.counts["code_checked" if res["checked"] else "unchecked"] += 1
+        report.counts[_COUNT[res["verdict"]]] += 1
+        if res["verdict"] == "unchecked":
+            unchecked_why[res["why"]] += 1
+            if len(unchecked_examples) < MAX_EXAMPLES:
+                unchecked_examples.append({"where": where, "why": res["why"]})
         kept.append(res["line"])
         if res["lang"]:
             langs.add(res["lang"])
     report.counts["kept"] = len(kept)
     report.counts["rejected"] = len(rejected) + len(skipped or [])
-    report.fingerprint = fingerprint_block([pairs_path], {"strict": strict, "lenient": lenient},
-                                           [get_pack(n) for n in sorted(langs)])
+    report.extra["lang"] = lang
+    report.extra["unchecked"] = {"rows": report.counts["unchecked"], "why": dict(sorted(unchecked_why.items())),
+                                 "examples": unchecked_examples}
+    packs = [p for p in (_loadable(n) for n in sorted(langs)) if p is not None]
+    report.fingerprint = fingerprint_block([pairs_path], {"strict": strict, "lenient": lenient, "lang": lang}, packs)
     with atomic_path(out) as tmp:
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         if quarantine:
@@ -150,3 +225,10 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
         raise GateFailure(f"validate: {report.counts['rejected']} of {report.counts['input_rows']} rows rejected "
                           f"({', '.join(f'{k} {v}' for k, v in sorted(report.dropped.items()))})")
     return report
+
+
+def _loadable(name: str) -> LanguagePack | None:
+    try:
+        return get_pack(name)
+    except (MensError, ImportError, AttributeError):
+        return None
