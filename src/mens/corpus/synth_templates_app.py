@@ -170,9 +170,12 @@ def workflow(c: Ctx) -> Draft:
     s, x = c.pick(e.of("str")), c.pick(e.of("int"))
     wf = f"process_{e.var}"
     extra = c.pick(("", "side_effect", "version"))
+    # workflow.version takes a change id (a string literal) and the oldest and newest supported
+    # versions (non-negative integer literals).
+    oldest = c.num(0, 2)
     pre = {"": "",
            "side_effect": "    let ref = side_effect { new_reference() }\n",
-           "version": f"    let v = workflow.version(\"{wf}-limits\", {c.num(1, 3)})\n"}[extra]
+           "version": f"    let v = workflow.version(\"{wf}-limits\", {oldest}, {oldest + c.num(1, 3)})\n"}[extra]
     code = render("""
         activity check_$v($s: str, $x: int) to Result[int] {
             if $x < 0 {
@@ -299,12 +302,16 @@ def form(c: Ctx) -> Draft:
 def mobile(c: Ctx) -> Draft:
     e = c.e
     kind = c.pick(("@back_button", "@deep_link", "@push"))
+    # @back_button and @push values are names (identifiers or type names); @deep_link values may
+    # also be strings.
     if kind == "@back_button":
-        body, says = f"    target: {e.type_name}{c.pick(('List', 'Home', 'Overview', 'Search'))}\n    title: \"{e.plural_words.title()} {c.num(1, 99)}\"", "goes back to the previous screen"
+        confirm = c.pick(("confirm_leave", "save_draft", "discard_changes", "keep_editing"))
+        body, says = f"    target: {e.type_name}{c.pick(('List', 'Home', 'Overview', 'Search'))}\n    confirm: {confirm}_{e.var}", "goes back to the previous screen"
     elif kind == "@deep_link":
         body, says = f"    uri: \"{e.domain}://{e.plural}/{c.num(1, 999)}\"\n    screen: {e.type_name}Detail", "opens the detail screen"
     else:
-        body, says = f"    topic: \"{e.plural}-{c.num(1, 999)}\"\n    handler: on_{e.var}_push", "subscribes to a push topic"
+        topic = c.pick(("updates", "alerts", "reminders", "digest", "changes"))
+        body, says = f"    topic: {e.plural}_{topic}_{c.num(1, 999)}\n    handler: on_{e.var}_push", "subscribes to a push topic"
     code = f"{kind} {{\n{body}\n}}\n"
     return Draft(code, f"a mobile {kind} block", f"{says} for {an(e.domain)} {e.domain} app", "mobile", 2)
 
