@@ -10,13 +10,10 @@ from mens.lang.vox.grammar import (ASSIGN, BINARY, EXPR_HINTS, HTML_TAGS, LITERA
 
 class ExprParser:
     def block_after(self, what: str) -> A.Block:
+        """A block whose '{' must be on the line of what precedes it (the reference rejects a
+        newline before a block's '{' everywhere but after `else`)."""
         if self.k[self.i] != "{":
-            j = self.i
-            while self.k[j] == "NL":
-                j += 1
-            if self.k[j] != "{":
-                self.fail(what)
-            self.i = j
+            self.fail(what, "the '{' must be on the same line" if self.k[self.i] == "NL" else "")
         return self.block()
 
     def block(self) -> A.Block:
@@ -117,13 +114,7 @@ class ExprParser:
     def binary(self, min_bp: int):
         k = self.k
         t = k[self.i]
-        if t == "not" or t == "-":
-            i0 = self.i
-            self.i += 1
-            operand = self.postfix()
-            left = A.Unary(self.s[i0], operand.end, t, operand)
-        else:
-            left = self.postfix()
+        left = self.unary() if t == "not" or t == "-" else self.postfix()
         while True:
             op = k[self.i]
             bp = BINARY.get(op)
@@ -140,6 +131,15 @@ class ExprParser:
                 self.fail(f"an expression after '{op}'", "the right operand must be on the same line")
             right = self.binary(bp)
             left = A.Binary(left.start, right.end, op, left, right)
+
+    def unary(self):
+        """`not` and `-` nest (`not not x`, `- -x`, `- not x`)."""
+        i0 = self.i
+        op = self.k[i0]
+        self.i += 1
+        t = self.k[self.i]
+        operand = self.unary() if t == "not" or t == "-" else self.postfix()
+        return A.Unary(self.s[i0], operand.end, op, operand)
 
     def postfix(self):
         k = self.k
@@ -159,7 +159,6 @@ class ExprParser:
             elif t == "[":
                 self.i += 1
                 idx = self.expr()
-                self.skip_nl()
                 self.expect("]", "']' after the index")
                 e = A.Index(e.start, self.e[self.i - 1], e, idx)
             else:
@@ -261,13 +260,13 @@ class ExprParser:
         self.i += 1
         self.skip_nl()
         if k[self.i] == ")":
-            self.i += 1
-            if k[self.i] == "=>":
+            # `()` is not a value in Vox (nor `() => x`: write `fn() x`).
+            if k[self.i + 1] == "=>":
                 raise self.error("'() => x' is not supported; write fn() x")
-            return A.Literal(self.s[i0], self.e[self.i - 1], "unit", "()")
+            self.fail("an expression", "'()' is not a value; Vox has no unit literal")
         items = [self.expr()]
-        self.skip_nl()
         tup = False
+        # A ',' must follow its item on the same line; a newline may precede the ')'.
         while k[self.i] == ",":
             tup = True
             self.i += 1
@@ -275,11 +274,11 @@ class ExprParser:
             if k[self.i] == ")":
                 break
             items.append(self.expr())
-            self.skip_nl()
+        self.skip_nl()
         self.expect(")", "')'" if tup else "')' to close the parenthesis")
         if k[self.i] == "=>":
-            if not all(type(x) is A.Name and not x.name[0].isupper() for x in items):
-                raise self.error("a lambda's parameters must be plain names")
+            if not all(type(x) is A.Name for x in items):
+                raise self.error("a lambda's parameters must be plain names", i0)
             self.i += 1
             body = self.expr()
             params = [A.Param(x.start, x.end, x.name) for x in items]

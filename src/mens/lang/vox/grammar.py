@@ -18,14 +18,24 @@ BINARY = {"|>": 1, "or": 3, "and": 5, "with": 5, "is": 7, "isnt": 7, "==": 7, "!
           "<": 9, ">": 9, "<=": 9, ">=": 9, "+": 11, "-": 11, "*": 13, "/": 13, "%": 13}
 POSTFIX = frozenset(("(", ".", "["))
 ASSIGN = frozenset(("=", "+=", "-=", "*=", "/="))
-LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR"))
+LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR", "SSTR"))
 NO_RETURN_VALUE = frozenset(("NL", "}", "EOF", ","))
 
 FN_DECO_BARE = frozenset("@pure @reactive @remote @deprecated @fuzz @native @training_step".split())
-FN_DECO_OPT = frozenset(("@ai @prompt @subagent @search @hole @inference @uses @webhook @cors "
-                         "@rate_limit @pii @layer @embed @auth @offline_capable @collaborative").split())
+# Decorators whose optional `(…)` holds comma-separated items of one token each, the item
+# grammar differing per decorator as in the reference: "any" = one token of any kind;
+# "key=" = `name [=] token` or a token; "key:" = `name : token` or a token; "key" = `name token`
+# or a token. `(` may be followed by newlines and `,` too, but `)` and `,` must follow an item on
+# its line.
+FN_DECO_ITEMS = {
+    **dict.fromkeys(("@ai", "@prompt", "@subagent", "@search", "@hole"), "key="),
+    **dict.fromkeys(("@cors", "@rate_limit", "@embed", "@webhook", "@layer"), "key:"),
+    **dict.fromkeys(("@uses", "@inference"), "any"),
+    "@pii": "key",
+}
+FN_DECO_BALANCED = frozenset(("@auth", "@offline_capable", "@collaborative"))  # any balanced (…)
 FN_DECO_EXPR = frozenset(("@require", "@invariant", "@ensure"))
-FN_DECO = FN_DECO_BARE | FN_DECO_OPT | FN_DECO_EXPR
+FN_DECO = FN_DECO_BARE | frozenset(FN_DECO_ITEMS) | FN_DECO_BALANCED | FN_DECO_EXPR
 AI_DECOS = frozenset(("@ai", "@prompt", "@subagent", "@search", "@hole"))
 EFFECTS = frozenset("net db fs env clock random nothing mcp".split())
 
@@ -64,7 +74,7 @@ def _describe(kind: str, text: str) -> str:
         return f"name '{text}'"
     if kind in ("INT", "FLOAT", "DEC"):
         return f"number {text}"
-    if kind == "STR":
+    if kind == "STR" or kind == "SSTR":
         return "string"
     if kind[0] == "@":
         return f"decorator '{kind}'"

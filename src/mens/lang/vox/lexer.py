@@ -36,27 +36,41 @@ DECORATORS = (
 ).split()
 
 SYMBOLS = "( ) [ ] { } : ? , . = == != += -= *= /= -> => |> | < > <= >= + - * / % _".split()
+JSX = "</> </ /> <>".split()   # tokens of the reference lexer that no rule of its parser takes
 
 _deco_alt = "|".join(re.escape(d[1:]) for d in sorted(DECORATORS, key=len, reverse=True))
-_STRING = r"\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*'"
+# The reference lexer is a DFA (logos): on `@foo` it consumes the longest prefix of some
+# decorator (`@fo`, a prefix of `@forall`), fails, and emits that prefix as an error token; lexing
+# resumes after it, so `o` becomes an identifier. Every proper prefix, longest first, reproduces it.
+_deco_prefixes = sorted({d[1:i] for d in DECORATORS for i in range(2, len(d))} - {d[1:] for d in DECORATORS},
+                        key=len, reverse=True)
+_deco_partial = "|".join(re.escape(p) for p in _deco_prefixes)
+# An escape is a backslash and any character but a newline; strings may span lines. A string
+# that is not closed is an error token (dropped) that ends at end of input or at a backslash
+# directly before a newline (the backslash included), as in the reference.
+_STRING = r"\"[^\"\\]*(?:\\[^\n][^\"\\]*)*\"|'[^'\\]*(?:\\[^\n][^'\\]*)*'"
+_OPEN_STRING = r"\"[^\"\\]*(?:\\[^\n][^\"\\]*)*\\?|'[^'\\]*(?:\\[^\n][^'\\]*)*\\?"
 # Group 1 is what is skipped before a token (blanks, then at most one comment); group 2 is the
 # token. `findall` then yields (skipped, token) pairs at C speed, and offsets are running sums.
 _TOKEN = re.compile(
-    r"([ \t\r\f\v]*(?:(?://|\#)[^\n]*)?)"
-    r"(\n"                                       # newline
+    r"([ \t]*(?:(?://|\#)[^\r\n]*)?)"
+    r"(\r?\n"                                    # newline
     r"|[a-z_][a-zA-Z0-9_]*"                      # identifier or keyword
     r"|[A-Z][a-zA-Z0-9_]*"                       # type identifier
     r"|[0-9]+(?:\.[0-9]+)?(?:dec)?"              # INT / FLOAT / DEC
     r"|" + _STRING +                             # string (may span lines)
+    r"|</>|</|/>|<>"                             # the reference's JSX tokens (no Vox rule takes them)
     r"|==|!=|\+=|-=|\*=|/=|->|=>|\|>|<=|>="      # two-character symbols
     r"|[()\[\]{}:?,.=|<>+\-*/%]"                 # one-character symbols
     r"|@(?:" + _deco_alt + r")"                  # decorator (no word boundary after it)
-    r"|[\"'].*"                                  # unterminated string: runs to end of input
+    r"|@(?:" + _deco_partial + r")?"             # an unknown decorator's error token
+    r"|" + _OPEN_STRING +                        # unterminated string: an error token
     r"|."                                        # no token: dropped, with a warning
     r"|\Z)",                                     # trailing blanks/comment at end of input
     re.S,
 )
 _STRING_RE = re.compile(_STRING, re.S)
+INT_MAX = 2**63 - 1   # a larger integer literal is an error token in the reference (dropped)
 
 
 class _KindTable(dict):
@@ -66,13 +80,16 @@ class _KindTable(dict):
     def __missing__(self, tok: str) -> str:
         c = tok[0]
         if c == '"' or c == "'":
-            return "STR" if _STRING_RE.fullmatch(tok) else "USTR"
+            if not _STRING_RE.fullmatch(tok):
+                return "USTR"
+            return "STR" if c == '"' else "SSTR"
         if "a" <= c <= "z" or c == "_":
             kind = "ID"
         elif "A" <= c <= "Z":
             kind = "TY"
         elif "0" <= c <= "9":
-            kind = "DEC" if tok[-1] == "c" else ("FLOAT" if "." in tok else "INT")
+            kind = "DEC" if tok[-1] == "c" else ("FLOAT" if "." in tok else
+                                                 "INT" if int(tok) <= INT_MAX else "DROP")
         else:
             kind = "DROP"
         if len(self) < 100_000:
@@ -80,8 +97,8 @@ class _KindTable(dict):
         return kind
 
 
-_KINDS = _KindTable({w: w for w in KEYWORDS + SYMBOLS + DECORATORS})
-_KINDS["\n"] = "NL"
+_KINDS = _KindTable({w: w for w in KEYWORDS + SYMBOLS + DECORATORS + JSX})
+_KINDS["\n"] = _KINDS["\r\n"] = "NL"
 
 
 class Token(NamedTuple):
@@ -97,7 +114,8 @@ class Token(NamedTuple):
 class Lexed:
     """The token lists of one text, plus the dropped characters and a line table."""
 
-    __slots__ = ("text", "kinds", "texts", "starts", "ends", "dropped", "_line_starts")
+    __slots__ = ("text", "kinds", "texts", "starts", "ends", "dropped", "open_string",
+                 "open_strings", "_line_starts")
 
     def __init__(self, text: str):
         self.text = text
@@ -115,9 +133,12 @@ class Lexed:
         else:
             kinds, texts, starts, ends = [], [], [], []
         dropped: list[int] = []
-        if "DROP" in kinds:
-            keep = [i for i, k in enumerate(kinds) if k != "DROP"]
-            dropped = [starts[i] for i, k in enumerate(kinds) if k == "DROP"]
+        # True when the text ends inside a string (viable_prefix: it may still be closed).
+        self.open_string = bool(kinds) and kinds[-1] == "USTR" and ends[-1] == len(text)
+        self.open_strings = [starts[i] for i, k in enumerate(kinds) if k == "USTR"] if "USTR" in kinds else []
+        if "DROP" in kinds or "USTR" in kinds:
+            keep = [i for i, k in enumerate(kinds) if k != "DROP" and k != "USTR"]
+            dropped = [starts[i] for i, k in enumerate(kinds) if k == "DROP" or k == "USTR"]
             kinds = [kinds[i] for i in keep]
             texts = [texts[i] for i in keep]
             starts = [starts[i] for i in keep]

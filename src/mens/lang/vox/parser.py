@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from mens.lang.vox import ast as A
 from mens.lang.vox.decls import DeclParser
 from mens.lang.vox.exprs import ExprParser
-from mens.lang.vox.grammar import (AI_DECOS, EFFECTS, FN_DECO, FN_DECO_BARE, FN_DECO_EXPR,
-                                   FN_DECO_OPT, NAME, RETIRED_DECORATORS, RETIRED_FORMS,
-                                   SCRIPT_DECL, VoxParseError, _describe)
+from mens.lang.vox.grammar import (AI_DECOS, EFFECTS, FN_DECO, FN_DECO_BALANCED, FN_DECO_BARE,
+                                   FN_DECO_EXPR, FN_DECO_ITEMS, NAME, RETIRED_DECORATORS,
+                                   RETIRED_FORMS, SCRIPT_DECL, VoxParseError, _describe)
 from mens.lang.vox.lexer import Lexed
 from mens.lang.vox.ui import UIParser
 
@@ -45,11 +45,22 @@ class Parser(DeclParser, UIParser, ExprParser):
         line, col = self.lx.line_col(self.s[i])
         return VoxParseError(line, col, message, self.s[i])
 
+    def glued_at(self, i: int) -> int | None:
+        """Offset of the '@' when token `i` is what is left of an unknown decorator: the
+        reference drops `@` plus the longest prefix of a known decorator (`@server` -> `@se`
+        dropped, `rver` kept), so token `i` directly follows a dropped `@…`."""
+        j = self.s[i]
+        text = self.text
+        while j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_."):
+            j -= 1
+        if j > 0 and text[j - 1] == "@" and j - 1 in self.lx.dropped:
+            return j - 1
+        return None
+
     def unknown_decorator(self, i: int) -> VoxParseError:
-        """The error for an identifier that lost its '@' (an unknown or retired decorator),
-        reported at the '@'."""
-        word = self.t[i]
-        at = self.s[i] - 1
+        """The error for an unknown or retired decorator, reported at its '@'."""
+        at = self.glued_at(i)
+        word = self.text[at + 1:self.e[i]]
         line, col = self.lx.line_col(at)
         return VoxParseError(line, col, RETIRED_DECORATORS.get(word) or f"unknown decorator '@{word}'", at)
 
@@ -58,12 +69,14 @@ class Parser(DeclParser, UIParser, ExprParser):
         kind = self.k[i]
         if kind == "EOF":
             msg = f"unexpected end of input: expected {what}"
-        elif kind == "USTR":
-            msg = "unterminated string literal: unexpected end of input"
         else:
             msg = f"expected {what}, found {_describe(kind, self.t[i])}"
             if hint:
                 msg += f" ({hint})"
+        if self.lx.open_strings and self.lx.open_strings[0] < self.s[i]:
+            # The reference drops an unclosed string and fails later; say where it began.
+            line, col = self.lx.line_col(self.lx.open_strings[0])
+            msg += f" (after an unterminated string literal at {line}:{col})"
         raise self.error(msg, i)
 
     def expect(self, kind: str, what: str) -> int:
@@ -138,6 +151,49 @@ class Parser(DeclParser, UIParser, ExprParser):
             self.i += 1
         return self.text[self.s[start]:self.e[self.i - 1]]
 
+    def deco_items(self, deco: str) -> str:
+        """`( item, … )` of a decorator whose items are single tokens (see FN_DECO_ITEMS)."""
+        k = self.k
+        form = FN_DECO_ITEMS[deco]
+        start = self.i
+        self.i += 1
+        self.skip_nl()
+        while k[self.i] != ")":
+            key = None
+            if k[self.i] == "ID" and form != "any":
+                key = self.t[self.i]
+                self.i += 1
+                if form == "key:":
+                    self.expect(":", "':' after the argument name")
+                elif form == "key=" and k[self.i] == "=":
+                    self.i += 1
+            if k[self.i] == "EOF":
+                self.fail("')' to close the decorator arguments")
+            self.i += 1                         # the value: one token, whatever it is
+            if key == "origins" and deco == "@cors" and k[self.i - 1] == "[":
+                self.token_list("]")            # the one list the reference takes: @cors origins
+            if k[self.i] != ",":
+                break
+            self.i += 1
+            self.skip_nl()
+        self.expect(")", "')' to close the decorator arguments")
+        return self.text[self.s[start]:self.e[self.i - 1]]
+
+    def token_list(self, close: str) -> None:
+        """Single tokens separated by commas through `close` (its opener already consumed):
+        newlines may follow the opener and each ',', not an item."""
+        k = self.k
+        self.skip_nl()
+        while k[self.i] != close:
+            if k[self.i] == "EOF":
+                self.fail(f"'{close}'")
+            self.i += 1
+            if k[self.i] != ",":
+                break
+            self.i += 1
+            self.skip_nl()
+        self.expect(close, f"'{close}'")
+
     def warn_arrow(self) -> None:
         self.warnings.append((self.s[self.i], "'->' return type is deprecated; use 'to'"))
 
@@ -206,7 +262,7 @@ class Parser(DeclParser, UIParser, ExprParser):
                 return self.url_decl()
             if word in ("partial", "state_machine"):
                 return self.state_machine()
-            if self.s[i] == 0 or self.text[self.s[i] - 1] != "@":
+            if self.glued_at(i) is None:
                 self.fail("a declaration")
             raise self.unknown_decorator(i)
         retired = RETIRED_FORMS.get(t)
@@ -228,9 +284,11 @@ class Parser(DeclParser, UIParser, ExprParser):
                 if k[self.i] == "(":
                     raise self.error(f"{d} takes no arguments")
                 decos.append(A.Decorator(self.s[d0], self.e[d0], d))
-            elif d in FN_DECO_OPT:
+            elif d in FN_DECO_ITEMS or d in FN_DECO_BALANCED:
                 self.i += 1
-                args = self.balanced() if k[self.i] == "(" else None
+                args = None
+                if k[self.i] == "(":
+                    args = self.balanced() if d in FN_DECO_BALANCED else self.deco_items(d)
                 decos.append(A.Decorator(self.s[d0], self.e[self.i - 1], d, args))
             elif d in FN_DECO_EXPR:
                 self.i += 1
@@ -247,7 +305,7 @@ class Parser(DeclParser, UIParser, ExprParser):
                                          self.text[self.s[a0]:self.e[self.i - 1]]))
             elif d == "@component":
                 raise self.error("`@component fn` is retired; declare `component Name(…) { … }`")
-            elif d == "ID" and self.s[self.i] > 0 and self.text[self.s[self.i] - 1] == "@":
+            elif d == "ID" and self.glued_at(self.i) is not None:
                 raise self.unknown_decorator(self.i)
             else:
                 self.fail("'fn' or a function decorator" if decos else "'fn'")
@@ -273,14 +331,13 @@ class Parser(DeclParser, UIParser, ExprParser):
                 uses.append(self.effect())
         ret = self.ret()
         body = None
-        j = self.i
-        while k[j] == "NL":
-            j += 1
-        if k[j] == "{":
-            self.i = j
+        if k[self.i] == "{":
             body = self.block()
-        elif not any(dec.name in AI_DECOS for dec in decos):
-            self.fail("'{' to start the function body")
+        elif not any(dec.name in AI_DECOS and dec.name != "@hole" for dec in decos):
+            # The body's '{' must be on the signature's line; only model-written functions
+            # (@ai, @prompt, @subagent, @search — not @hole) may leave it out.
+            self.fail("'{' to start the function body",
+                      "the '{' must be on the same line" if k[self.i] == "NL" else "")
         return A.Function(0, 0, kind, name, params, ret, body, decos, generics, uses, pub, is_async)
 
     def effect(self) -> str:
@@ -372,18 +429,30 @@ class Parser(DeclParser, UIParser, ExprParser):
         self.i += 1
         args = None
         if d == "@test":
+            # After `(`, the string and the `)` are each optional in the reference.
             kind = "test"
+            a0 = self.i
+            if k[self.i] == "(":
+                for part in ("(", "STR", ")"):
+                    if k[self.i] == part:
+                        self.i += 1
+                args = self.text[self.s[a0]:self.e[self.i - 1]]
+        elif d == "@forall":
+            # The reference skips to the first ')' (or takes one string), then one more ')' may follow.
+            kind = "forall"
             if k[self.i] == "(":
                 a0 = self.i
                 self.i += 1
                 if k[self.i] == "STR":
                     self.i += 1
-                self.expect(")", "')' after the test name")
+                else:
+                    while k[self.i] != ")" and k[self.i] != "EOF":
+                        self.i += 1
+                    if k[self.i] == ")":
+                        self.i += 1
+                if k[self.i] == ")":
+                    self.i += 1
                 args = self.text[self.s[a0]:self.e[self.i - 1]]
-        elif d == "@forall":
-            kind = "forall"
-            if k[self.i] == "(":
-                args = self.balanced()
         elif d == "@scheduled":
             kind = "scheduled"
             self.skip_nl()
