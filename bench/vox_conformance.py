@@ -9,7 +9,8 @@ Programs come from three seeded sources:
             once unmutated ("original") and then as single-edit mutants;
   synth     programs of mens's synthetic generator (mens.corpus.synth), unmutated and mutated;
   grammar   random programs of bench/vox_grammar_gen.py, one top-level declaration each, "clean"
-            or "noisy" (newlines, commas, quote swaps and dropped characters sprinkled in).
+            or "noisy" (newlines, commas, quote swaps and dropped characters sprinkled in), plus
+            a few "must_reject" forms (retired constructs, the spec's known errors).
 Mutation kinds: delete/duplicate a line or a token; a newline before `{`, after an operator,
 inside brackets or before any token; drop a bracket; a comma at a block entry's end, before a
 closing bracket or after an opening one; drop a comma; swap a string's quotes; replace a
@@ -532,11 +533,11 @@ def outcome(p: Program) -> str:
 
 
 class Tally:
-    __slots__ = ("n", "agree", "over", "under", "crash", "both_err", "line_same", "both_ok")
+    __slots__ = ("n", "agree", "over", "under", "crash", "both_err", "line_same", "pos_same", "both_ok")
 
     def __init__(self):
         self.n = self.agree = self.over = self.under = self.crash = 0
-        self.both_err = self.line_same = self.both_ok = 0
+        self.both_err = self.line_same = self.pos_same = self.both_ok = 0
 
     def add(self, p: Program, out: str) -> None:
         self.n += 1
@@ -547,6 +548,7 @@ class Tally:
             else:
                 self.both_err += 1
                 self.line_same += p.oracle[1] == p.mens[1]
+                self.pos_same += p.oracle[1:3] == p.mens[1:3]
         else:
             setattr(self, out, getattr(self, out) + 1)
 
@@ -556,7 +558,8 @@ class Tally:
                 "mens_accepts_oracle_rejects": self.over,
                 "mens_rejects_oracle_accepts": self.under, "mens_crashed": self.crash,
                 "both_accept": self.both_ok, "both_reject": self.both_err,
-                "first_error_line_agree_pct": _pct(self.line_same, self.both_err)}
+                "first_error_line_agree_pct": _pct(self.line_same, self.both_err),
+                "first_error_line_col_agree_pct": _pct(self.pos_same, self.both_err)}
 
 
 def _pct(a: int, b: int) -> float | None:
@@ -570,11 +573,17 @@ def _norm_message(msg: str) -> str:
 
 
 def _snippet(p: Program, radius: int = 1) -> str:
+    """The lines around the edit and around the first error either parser reports."""
     lines = p.text.split("\n")
-    if not p.at_line:
-        return ""
-    lo, hi = max(0, p.at_line - 1 - radius), min(len(lines), p.at_line + radius)
-    return "\n".join(f"{i + 1:4d}| {lines[i]}" for i in range(lo, hi))
+    focus = {ln for ln in (p.at_line, p.oracle[1] if p.oracle else 0, p.mens[1] if p.mens else 0) if ln}
+    keep = sorted({i for ln in focus for i in range(max(0, ln - 1 - radius), min(len(lines), ln + radius))})
+    out, prev = [], None
+    for i in keep:
+        if prev is not None and i != prev + 1:
+            out.append("   ...")
+        out.append(f"{i + 1:4d}| {lines[i]}")
+        prev = i
+    return "\n".join(out)
 
 
 def summarize(programs: list[Program], top: int) -> dict:
@@ -730,8 +739,10 @@ def build_programs(args, pack) -> tuple[list[Program], dict]:
         else:
             grng = random.Random(args.seed * 1_000_003 + 7)
             for i in range(n_gram):
-                g = gg.generate_program(grng, noisy_share=args.noisy_share)
-                programs.append(Program(len(programs), "grammar", "noisy" if g.noisy else "clean",
+                g = gg.generate_program(grng, noisy_share=args.noisy_share,
+                                        reject_share=args.reject_share)
+                kind = "must_reject" if not g.expect_ok else "noisy" if g.noisy else "clean"
+                programs.append(Program(len(programs), "grammar", kind,
                                         g.construct, False, g.text, f"grammar:{g.construct}#{i}",
                                         g.detail, g.first_noise_line))
                 if g.noisy:
@@ -766,6 +777,8 @@ def check_sources(oracle: Path, info: dict, programs: list[Program], tmp: Path, 
     sub.mkdir(exist_ok=True)
     run_oracle(oracle, extra, sub, batch, lambda k: None)
     result: dict = {}
+    must = [p for p in programs if p.kind == "must_reject"]
+    result["must_reject_accepted_by_oracle"] = sorted({p.text for p in must if p.oracle[0]})
     for source in ("examples", "synth", "grammar"):
         ps = [p for p in extra if p.source == source]
         rejected = [p for p in ps if not p.oracle[0]]
@@ -781,38 +794,43 @@ def check_sources(oracle: Path, info: dict, programs: list[Program], tmp: Path, 
 
 def main() -> int:
     ap = argparse.ArgumentParser(
-        prog="vox_conformance.py",
-        description="Differential fuzzing of mens's Vox parser against the reference parser "
-                    "(vox-ref-oracle): seeded mutants of examples/vox and of synthetic programs, "
-                    "plus grammar-driven random programs; reports verdict agreement by source, "
-                    "mutation kind and construct, and writes the disagreeing cases.",
-        epilog="Example: .venv/bin/python bench/vox_conformance.py --oracle "
-               "../shared/tools/vox-ref-oracle --count 20000 --seed 0 --check-sources",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--oracle", type=Path, required=True,
-                    help="path of the vox-ref-oracle binary (the reference lexer+parser)")
-    ap.add_argument("--count", type=int, default=20000, help="programs in all, over the three sources")
-    ap.add_argument("--seed", type=int, default=0, help="seed of every random choice")
-    ap.add_argument("--split", default="4,3,3",
-                    help="relative shares of examples-mutants, synth-mutants, grammar programs")
-    ap.add_argument("--noisy-share", type=float, default=0.65,
-                    help="share of grammar programs with noise (newlines, commas, quotes) sprinkled in")
+        prog="vox_conformance.py", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--oracle", type=Path, required=True, metavar="PATH",
+                    help="the vox-ref-oracle binary (the reference lexer+parser), e.g. "
+                         "../shared/tools/vox-ref-oracle; exit 2 when it is missing")
+    ap.add_argument("--count", type=int, default=20000, metavar="N",
+                    help="programs in all, over the three sources (default 20000)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    ap.add_argument("--split", default="4,3,3", metavar="E,S,G",
+                    help="relative shares of the examples, synth and grammar sources (default 4,3,3)")
+    ap.add_argument("--noisy-share", type=float, default=0.65, metavar="F",
+                    help="share of grammar programs with noise sprinkled in (default 0.65)")
+    ap.add_argument("--reject-share", type=float, default=0.04, metavar="F",
+                    help="share of grammar programs that are forms the reference must reject: "
+                         "retired constructs, known errors of vox-syntax.md (default 0.04)")
     ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "vox_conformance.json",
-                    help="where to write the JSON summary")
+                    metavar="PATH", help="the JSON summary (default bench/results/vox_conformance.json)")
     ap.add_argument("--cases-dir", type=Path, default=REPO / "bench" / "results" / "vox_disagreements",
-                    help="folder for the disagreeing programs (.vox each, plus index.jsonl); replaced")
-    ap.add_argument("--cases-cap", type=int, default=30,
-                    help="disagreeing programs written per (kind, direction); all are counted")
+                    metavar="DIR",
+                    help="the disagreeing programs, a .vox file each plus index.jsonl; its old "
+                         ".vox files are removed first (default bench/results/vox_disagreements/)")
+    ap.add_argument("--cases-cap", type=int, default=30, metavar="N",
+                    help="cases written per (kind, direction); all are counted (default 30)")
     ap.add_argument("--check-sources", action="store_true",
-                    help="also check that the oracle accepts every unmutated source: examples/vox, "
-                         "examples/vox-script, the synth programs and the clean grammar programs")
+                    help="also check that the oracle accepts every unmutated source (examples/vox, "
+                         "examples/vox-script, the synth programs, the clean version of every "
+                         "grammar program) and rejects every must-reject form; list the others")
     ap.add_argument("--examples", type=Path, default=REPO / "examples" / "vox", help=argparse.SUPPRESS)
     ap.add_argument("--examples-script", type=Path, default=REPO / "examples" / "vox-script",
                     help=argparse.SUPPRESS)
-    ap.add_argument("--batch", type=int, default=4000, help="files per oracle invocation")
-    ap.add_argument("--timeout", type=float, default=5.0,
-                    help="seconds mens may take on one program before it counts as a hang")
-    ap.add_argument("--top", type=int, default=15, help="disagreement classes to print")
+    ap.add_argument("--batch", type=int, default=4000, metavar="N",
+                    help="files per oracle invocation (default 4000)")
+    ap.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                    help="seconds mens may take on one program before it counts as a crash (hang) "
+                         "(default 5)")
+    ap.add_argument("--top", type=int, default=15, metavar="N",
+                    help="disagreement classes to print (default 15)")
     args = ap.parse_args()
 
     if not args.oracle.is_file() or not os.access(args.oracle, os.X_OK):
@@ -883,6 +901,12 @@ def main() -> int:
     if sources is not None:
         print("\nUnmutated sources the oracle rejects:")
         for source, r in sources.items():
+            if source == "must_reject_accepted_by_oracle":
+                if r:
+                    print(f"  must-reject forms the oracle accepts: {len(r)}")
+                    for text in r[:5]:
+                        print("    " + text.replace(chr(10), chr(10) + "    "))
+                continue
             print(f"  {source}: {r['rejected']} of {r['checked']}"
                   + (f"  by construct: {r['rejected_by_construct']}" if r["rejected_by_construct"] else ""))
             for item in r["list"][:20 if source != "grammar" else 10]:
