@@ -350,11 +350,15 @@ class ExprParser:
         j = self.i
         while k[j] == "NL":
             j += 1
+        # The reference looks past newlines for `else` and does not step back when there is
+        # none: after an `if` without `else`, the next line may go on with an operator (`.b`,
+        # `and x`, `+ 1`) as if it were on the line of the `}`.
+        self.i = j
         if k[j] == "else":
             self.i = j + 1
             self.skip_nl()
             orelse = self.if_expr() if k[self.i] == "if" else self.block_after("'{' or 'if' after 'else'")
-        return A.If(self.s[i0], self.e[self.i - 1], cond, then, orelse)
+        return A.If(self.s[i0], (orelse or then).end, cond, then, orelse)
 
     def match_expr(self):
         k = self.k

@@ -22,22 +22,34 @@ LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR", "SSTR"))
 NO_RETURN_VALUE = frozenset(("NL", "}", "EOF", ","))
 
 FN_DECO_BARE = frozenset("@pure @reactive @remote @deprecated @fuzz @native @training_step".split())
-# Decorators whose optional `(…)` holds comma-separated items of one token each, the item
-# grammar differing per decorator as in the reference: "any" = one token of any kind;
-# "key=" = `name [=] token` or a token; "key:" = `name : token` or a token; "key" = `name token`
-# or a token. `(` may be followed by newlines and `,` too, but `)` and `,` must follow an item on
-# its line.
+# Decorators whose optional `(…)` holds comma-separated items, as in the reference: an item is
+# one token of any kind, or (where the decorator takes keys) a lower-case name, the separator
+# (required or optional) and one token of any kind. `(` may be followed by newlines and so may
+# `,`, but `)` and `,` must follow an item on its line. Value: (separator, separator required).
 FN_DECO_ITEMS = {
-    **dict.fromkeys(("@ai", "@prompt", "@subagent", "@search", "@hole"), "key="),
-    **dict.fromkeys(("@cors", "@rate_limit", "@embed", "@webhook", "@layer"), "key:"),
-    **dict.fromkeys(("@uses", "@inference"), "any"),
-    "@pii": "key",
+    **dict.fromkeys(("@ai", "@prompt", "@subagent", "@search", "@hole"), ("=", False)),
+    **dict.fromkeys(("@cors", "@rate_limit", "@webhook", "@layer"), (":", True)),
+    "@embed": (":", False),
+    "@pii": ("", False),              # a name then any token, no separator
+    **dict.fromkeys(("@uses", "@inference"), None),   # no keys: single tokens only
+}
+# Keys whose value is typed: the token is taken only when it is of one of these kinds (else
+# nothing is, and the `)` or `,` is looked for there). `[` is @cors's list of origins.
+FN_DECO_TYPED_KEYS = {
+    ("@ai", "model"): {"STR"}, ("@embed", "model"): {"STR"},
+    ("@prompt", "schema"): {"ID", "TY"}, ("@subagent", "policy"): {"ID", "TY"},
+    ("@search", "policy"): {"ID", "TY", "STR"}, ("@search", "into"): {"ID", "TY"},
+    ("@search", "top_k"): {"INT"},
+    ("@cors", "origins"): {"STR", "["}, ("@cors", "allow_credentials"): {"ID", "true", "false"},
+    ("@rate_limit", "max"): {"INT"}, ("@rate_limit", "window"): {"INT"},
+    ("@webhook", "provider"): {"ID"}, ("@webhook", "secret"): {"STR"},
+    ("@webhook", "replay_window_secs"): {"INT"}, ("@webhook", "idempotent"): {"ID", "true", "false"},
 }
 FN_DECO_BALANCED = frozenset(("@auth", "@offline_capable", "@collaborative"))  # any balanced (…)
 FN_DECO_EXPR = frozenset(("@require", "@invariant", "@ensure"))
 FN_DECO = FN_DECO_BARE | frozenset(FN_DECO_ITEMS) | FN_DECO_BALANCED | FN_DECO_EXPR
 AI_DECOS = frozenset(("@ai", "@prompt", "@subagent", "@search", "@hole"))
-EFFECTS = frozenset("net db fs env clock random nothing mcp".split())
+EFFECTS = frozenset("net db fs env clock random nothing mutate gpu_compute mcp".split())
 
 PRIMITIVES = frozenset(("stack column row wrap text heading link image button panel card list "
                         "list_item route_outlet overlay toast drawer modal").split())

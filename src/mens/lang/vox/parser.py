@@ -20,7 +20,7 @@ from mens.lang.vox import ast as A
 from mens.lang.vox.decls import DeclParser
 from mens.lang.vox.exprs import ExprParser
 from mens.lang.vox.grammar import (AI_DECOS, EFFECTS, FN_DECO, FN_DECO_BALANCED, FN_DECO_BARE,
-                                   FN_DECO_EXPR, FN_DECO_ITEMS, NAME, RETIRED_DECORATORS,
+                                   FN_DECO_EXPR, FN_DECO_ITEMS, FN_DECO_TYPED_KEYS, NAME, RETIRED_DECORATORS,
                                    RETIRED_FORMS, SCRIPT_DECL, VoxParseError, _describe)
 from mens.lang.vox.lexer import Lexed
 from mens.lang.vox.ui import UIParser
@@ -154,24 +154,28 @@ class Parser(DeclParser, UIParser, ExprParser):
     def deco_items(self, deco: str) -> str:
         """`( item, … )` of a decorator whose items are single tokens (see FN_DECO_ITEMS)."""
         k = self.k
-        form = FN_DECO_ITEMS[deco]
+        keys = FN_DECO_ITEMS[deco]
         start = self.i
         self.i += 1
         self.skip_nl()
         while k[self.i] != ")":
-            key = None
-            if k[self.i] == "ID" and form != "any":
-                key = self.t[self.i]
+            typed = None
+            if k[self.i] == "ID" and keys is not None:
+                sep, required = keys
+                typed = FN_DECO_TYPED_KEYS.get((deco, self.t[self.i]))
                 self.i += 1
-                if form == "key:":
-                    self.expect(":", "':' after the argument name")
-                elif form == "key=" and k[self.i] == "=":
+                if required:
+                    self.expect(sep, f"'{sep}' after the argument name")
+                elif sep and k[self.i] == sep:
                     self.i += 1
-            if k[self.i] == "EOF":
-                self.fail("')' to close the decorator arguments")
-            self.i += 1                         # the value: one token, whatever it is
-            if key == "origins" and deco == "@cors" and k[self.i - 1] == "[":
-                self.token_list("]")            # the one list the reference takes: @cors origins
+            if typed is None:
+                if k[self.i] == "EOF":
+                    self.fail("')' to close the decorator arguments")
+                self.i += 1                     # the value: one token, whatever it is
+            elif k[self.i] in typed:
+                self.i += 1
+                if k[self.i - 1] == "[":
+                    self.token_list("]")
             if k[self.i] != ",":
                 break
             self.i += 1
@@ -297,9 +301,10 @@ class Parser(DeclParser, UIParser, ExprParser):
                 self.expr()
                 if d == "@ensure" and k[self.i] == ",":
                     self.i += 1
-                    self.word("fallback", "'fallback' in @ensure")
-                    self.expect(":", "':' after 'fallback'")
-                    self.name("a fallback function name")
+                    if self.is_word("fallback"):    # `, fallback: name` (the `,` alone is fine)
+                        self.i += 1
+                        self.expect(":", "':' after 'fallback'")
+                        self.name("a fallback function name")
                 self.expect(")", f"')' to close {d}")
                 decos.append(A.Decorator(self.s[d0], self.e[self.i - 1], d,
                                          self.text[self.s[a0]:self.e[self.i - 1]]))
@@ -343,11 +348,13 @@ class Parser(DeclParser, UIParser, ExprParser):
     def effect(self) -> str:
         i = self.i
         if self.k[i] not in ("ID", "env") or self.t[i] not in EFFECTS:
-            self.fail("an effect (net, db, fs, env, clock, random, nothing, mcp)")
+            self.fail("an effect (net, db, fs, env, clock, random, nothing, mutate, gpu_compute, mcp)")
         self.i += 1
         if self.t[i] == "mcp" and self.k[self.i] == "(":
             self.i += 1
-            self.expect("ID", "an MCP server name")
+            if self.k[self.i] not in ("ID", "TY"):
+                self.fail("an MCP tool name inside mcp(…)")
+            self.i += 1
             self.expect(")", "')' after the MCP server name")
         return self.t[i]
 
@@ -505,7 +512,9 @@ class Parser(DeclParser, UIParser, ExprParser):
         params = self.params()
         ret = self.ret()
         self.expect("=", "'=' and the native symbol string after an extern fn")
-        self.expect("STR", "the native symbol string")
+        if self.k[self.i] != "STR" and self.k[self.i] != "SSTR":
+            self.fail("the native symbol string")
+        self.i += 1
         return A.Function(0, 0, "function", name, params, ret, None, [A.Decorator(0, 0, "extern")])
 
     def async_fn(self):

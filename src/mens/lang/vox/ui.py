@@ -12,7 +12,6 @@ class UIParser:
         name = self.name("a component name")
         self.expect("(", "'(' after the component name")
         params = self.params()
-        self.skip_nl()
         self.expect("{", "'{' to start the component body")
         k = self.k
         members = []
@@ -25,36 +24,55 @@ class UIParser:
                 self.fail("'}' to close the component")
             members.append(self.member())
         styles = []
-        while True:
-            j = self.i
-            while k[j] == "NL":
-                j += 1
-            if k[j] == "ID" and self.t[j] in ("style", "raw_css") and k[j + 1] == "{":
-                self.i = j + 2
-                styles.append(self.style_rules())
-            else:
-                break
+        j = self.i
+        while k[j] == "NL":
+            j += 1
+        if k[j] == "ID" and self.t[j] in ("style", "raw_css"):
+            self.i = j + 1
+            styles = self.style_rules()
         return A.Component(0, 0, name, params, members, styles)
 
     def style_rules(self) -> list[str]:
+        """The one style block after a component, as the reference reads it: where a rule does
+        not go on as expected the block simply ends, and the module loop meets that token (so
+        `color: red` fails at `red`, "unexpected at top level"); end of input ends it quietly.
+        Only `.` without a class name is an error of the block itself."""
         k = self.k
-        classes = []
+        classes: list[str] = []
+        if k[self.i] != "{":
+            return classes
+        self.i += 1
         while True:
             self.skip_nl()
-            if k[self.i] == "}":
+            t = k[self.i]
+            if t == "}":
                 self.i += 1
                 return classes
-            self.expect(".", "'.' and a class name, or '}'")
-            classes.append(self.name("a class name"))
-            self.expect("{", "'{' after the class name")
-            while True:
-                self.skip_sep()
-                if k[self.i] == "}":
+            if t != ".":
+                return classes
+            self.i += 1
+            if k[self.i] != "ID" and k[self.i] != "TY":
+                self.fail("a class name after '.'")
+            classes.append(self.t[self.i])
+            self.i += 1
+            if k[self.i] != "{":
+                return classes
+            self.i += 1
+            while True:                          # `property: "value"` lines through '}'
+                self.skip_nl()
+                t = k[self.i]
+                if t == "}":
                     self.i += 1
                     break
-                self.expect("ID", "a style property or '}'")
-                self.expect(":", "':' after the style property")
-                self.expect("STR", "a string value")
+                if t != "ID":
+                    return classes
+                self.i += 1
+                if k[self.i] != ":":
+                    return classes
+                self.i += 1
+                if k[self.i] != "STR":
+                    return classes
+                self.i += 1
 
     def member(self):
         k, i = self.k, self.i
@@ -103,7 +121,6 @@ class UIParser:
         name = self.name("a fragment name")
         self.expect("(", "'(' after the fragment name")
         params = self.params()
-        self.skip_nl()
         self.expect("{", "'{' to start the fragment body")
         body = self.expr()
         self.skip_nl()
