@@ -408,25 +408,35 @@ def mutate(b: Base, kind: str, rng) -> tuple[str, int, str] | None:
 
 
 def mutants(bases: list[Base], n: int, rng, source: str, start_idx: int) -> list[Program]:
-    """`n` single-edit mutants, mutation kinds in seeded rounds so each gets an even share."""
+    """`n` distinct single-edit mutants, mutation kinds in seeded rounds so each gets an even
+    share. A kind whose space is used up (the bases hold only so many commas) leaves the rounds
+    after many misses in a row, and the other kinds fill its share."""
     out: list[Program] = []
+    seen = {b.text for b in bases}
     kinds = list(MUTATION_KINDS)
+    misses = Counter()
     order: list[str] = []
-    attempts = 0
-    while len(out) < n and attempts < n * 20:
-        attempts += 1
+    while len(out) < n and kinds:
         if not order:
             order = kinds[:]
             rng.shuffle(order)
         kind = order.pop()
-        for _ in range(10):  # a kind may not apply to every base: try a few
+        got = None
+        for _ in range(20):  # a kind may not apply to every base, or repeat an earlier mutant
             b = rng.choice(bases)
             got = mutate(b, kind, rng)
-            if got is not None:
+            if got is not None and got[0] not in seen:
                 break
-        else:
+            got = None
+        if got is None:
+            misses[kind] += 1
+            if misses[kind] >= 10:
+                kinds.remove(kind)
+                order = [k for k in order if k != kind]
             continue
+        misses[kind] = 0
         text, off, detail = got
+        seen.add(text)
         line = text.count("\n", 0, min(off, len(text))) + 1
         out.append(Program(start_idx + len(out), source, kind, b.construct_at(off), b.script, text,
                            b.origin, detail, line))
@@ -874,6 +884,8 @@ def main() -> int:
         "date": _dt.date.today().isoformat(),
         "command": "python bench/vox_conformance.py " + " ".join(sys.argv[1:]),
         "git_commit": _git_head(),
+        # mens is judged as it is in the working tree: list the parser files changed since HEAD
+        "mens_vox_uncommitted": _dirty("src/mens/lang/vox"),
         "seed": args.seed, "count": len(programs), "mb": round(mb, 3),
         "seconds": {"generate": round(t_gen, 2), "oracle": round(t_oracle, 2),
                     "mens": round(t_mens, 2), "total": round(elapsed, 2)},
@@ -917,6 +929,15 @@ def main() -> int:
     args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.json} and {n_cases} cases under {args.cases_dir}")
     return 0
+
+
+def _dirty(path: str) -> list[str] | None:
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", path], cwd=REPO,
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line[3:] for line in out.splitlines()]
 
 
 def _git_head() -> str | None:

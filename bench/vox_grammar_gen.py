@@ -5,8 +5,8 @@ of the taxonomy (functions with every decorator, types/ADTs, tables, indexes, ur
 form, mobile blocks, tokens, v0, routes, components with state/derived/effects/view/styles,
 fragments, workflows/activities, actors, imports incl. rust imports, consts, extern fn), plus
 statements, match and patterns, lambdas, view calls and every operator. One program holds one
-top-level declaration (its construct kind is the program's) and, now and then, an import or a
-constant before it.
+top-level declaration (its construct kind is the program's) or, now and then, two of the same
+kind (next line, after a blank line or on the same line), sometimes after an import.
 
 A program is built as a token list and rendered with indentation. A "noisy" program has edits
 sprinkled in at its tokens' boundaries at some rate: a newline, a comma, swapped quotes, a
@@ -1163,6 +1163,11 @@ def generate_program(rng: random.Random, noisy_share: float = 0.65,
         g.nl()
         g.nl()
     getattr(g, "d_" + construct)()
+    if rng.random() < 0.15:
+        # a second declaration of the same kind: on the next line, after a blank line, or on the
+        # same line (how declarations are separated is part of the grammar too)
+        g.t(*rng.choice(((NL,), (NL, NL), ())))
+        getattr(g, "d_" + construct)()
     g.nl()
     clean = render(g.out)
     kind = TAXONOMY_KIND.get(construct, construct)
