@@ -90,11 +90,11 @@ def test_arrow_return_type_is_deprecated_but_accepted():
     "type T = | A | B(x: int) | C(x: int, y: str,)\ntype U =\n    | V\n    | W(w: Option[int])",
     "type Empty =",
     "@table type Note { title: str }\n@index Note.by_title on (title)\n@index Note.all on ()",
-    "url U { a\n b(x: int, ?y: str)\n c(\n  z: int\n ) }",
+    "url U { a\n b(x: int, ?y: str)\n c(\n  z: int,\n  w: str) }\npub url V { a, b(x: int,),\n c }",
     "state_machine S { state A\n terminal state B(x: int)\n on go(n) from A -> B(n)\n on reset from any -> A }",
     "partial state_machine P { state A, on x from A -> A, }",
     "@form F {\n field a: str required label(\"A\") max_len(5)\n field b: int range(1..9) default(3)\n on_submit: save\n success_redirect: \"/\"\n}",
-    "@back_button { action: back }\n@push { channel: \"c\" }\n@deep_link { scheme: \"s\"\n route: Home }",
+    "@back_button { action: back }\n@push { channel: c }\n@deep_link { scheme: \"s\"\n route: Home }",
     "@tokens {\n color p light: \"#fff\" dark: \"#000\"\n spacing s: \"4px\"\n font f family: \"Inter\"\n}",
     "@v0 \"a hero\" Hero { title: str\n sub?: str }\n@v0 from \"x.tsx\" X { }",
     "routes { \"/\" to Home\n \"/a\" to A with loader: la\n \"/b\" to B with (loader: lb, pending: P,) { \"/b/c\" to C }\n not_found: NF\n}",
@@ -130,7 +130,7 @@ def test_declarations_parse(src):
     ("@query fn s() { }", "`@query` is retired"),
     ("@mutation fn s() { }", "`@mutation` is retired"),
     ("@llm fn s() to str", "`@llm` is retired"),
-    ("@form F { field a: str unique }", "expected a field modifier"),
+    ("@form F { field a: str unique }", "expected 'field', 'on_submit'"),
     ("actor A { fn f() {} }", "expected 'on'"),
     ("component C() { on click: go() }", "expected 'mount' or 'cleanup' after 'on'"),
     ("x = 1", "expected a declaration"),
@@ -141,6 +141,54 @@ def test_declarations_parse(src):
     ("@cors(x = 1) fn f() {}", "':' after the argument name"),
 ])
 def test_declarations_rejected(src, fragment):
+    bad(src, fragment)
+
+
+# Rules of the declaration blocks established against the reference parser (vox-ref-oracle).
+@pytest.mark.parametrize("src", [
+    "@tokens { color p light: 'a' dark: \"b\" spacing s: \"1\" }",   # either quote; no separator
+    "@form F { field a: str required field b: int on_submit: go }",  # entries on one line
+    "url U { a ,\n b(\n x: int,\n) }",                             # ',' on the entry's line
+    "state_machine S { state A(x, y: int,), on go(a,\n b) from A(1 + 2) -> A(}) }",
+    "import react X from 'x'\nimport rust:x(version: V, git: g,)\nimport rust:Y()\nimport a/b.",
+    "import a.b as { X, Y as type, }",
+    "routes {\n \"/\" to A with () { \"/b\" to B }\n not_found: N",   # open at EOF
+    "routes {",
+    "@v0 \"id\" Hero {\n title: str",                                 # open at EOF
+])
+def test_decl_blocks_reference_accepts(src):
+    ok(src)
+
+
+@pytest.mark.parametrize("src,fragment", [
+    ("@tokens { spacing s: \"1\", radius r: \"2\" }", "not separated by commas"),
+    ("@tokens { color p light: \"a\", dark: \"b\" }", "expected 'dark'"),
+    ("@form F { field a: str, field b: str }", "not separated by commas"),
+    ("@push { channel: \"c\" }", "a name as the value"),
+    ("@deep_link { route: on }", "a double-quoted string or a name"),
+    ("@back_button { Action: back }", "a setting name"),
+    ("url U { a\n , b }", "expected a url entry name"),
+    ("url U { a,, b }", "expected a url entry name"),
+    ("url U { a(x: int\n) }", "')' must be on the line of the last parameter"),
+    ("state_machine S { state A\n , state B }", "expected 'state', 'terminal state', 'on'"),
+    ("state_machine S { on go(a: int) from A -> B }", "expected ',' or ')'"),
+    ("state_machine S { state A(1) }", "expected a state field name"),
+    ("state_machine S { state A(x:\n int) }", "expected a type"),
+    ("import rust:x(foo: \"1\")", "a crate option (version, path, git, rev)"),
+    ("import rust:x(version: '1')", "a double-quoted string or a name"),
+    ("import rust:x(\n version: \"1\")", "on one line"),
+    ("import a.b as {\n X }", "on one line"),
+    ("import a.b as { env }", "a name in the import list"),
+    ("import react Button from x", "expected a declaration"),
+    ("routes { \"/\" to A, \"/b\" to B }", "not separated by commas"),
+    ("routes { \"/\" to A { not_found: N } }", "in the nested routes"),
+    ("routes { \"/\" to A {", "in the nested routes"),
+    ("routes { \"/\" to A with (loader: a,\n pending: P) }", "expected loader, pending or error"),
+    ("routes { '/' to A }", "a route path (a double-quoted string)"),
+    ("@v0 \"id\" Hero { a: str, b: str }", "expected a prop name"),
+    ("@v0 'id' Hero { }", "a double-quoted v0 chat id"),
+])
+def test_decl_blocks_reference_rejects(src, fragment):
     bad(src, fragment)
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from mens.lang.vox import ast as A
 from mens.lang.vox.grammar import FORM_ARG, FORM_FLAGS, NAME, SEG
 
+RUST_META = frozenset(("version", "path", "git", "rev"))
+TOKEN_KINDS = frozenset(("color", "spacing", "radius", "shadow", "font"))
+
 
 class DeclParser:
     def const(self):
@@ -31,29 +34,19 @@ class DeclParser:
 
     def import_item(self) -> str:
         k, i = self.k, self.i
-        if k[i] == "ID" and self.t[i] == "react" and k[i + 1] in NAME:
-            self.i += 1
-            name = self.name("a component name")
-            self.word("from", "'from' in a react import")
-            self.expect("STR", "a module string after 'from'")
-            return name
+        if (k[i] == "ID" and self.t[i] == "react" and k[i + 1] in ("ID", "TY")
+                and k[i + 2] == "ID" and self.t[i + 2] == "from" and k[i + 3] in ("STR", "SSTR")):
+            # `react Name from "module"` (either quote); anything else after `react` is a path.
+            self.i += 4
+            return self.t[i + 1]
         if k[i] == "ID" and self.t[i] == "rust" and k[i + 1] == ":":
             self.i += 2
-            crate = self.t[self.expect("ID", "a crate name after 'rust:'")]
+            if k[self.i] not in ("ID", "TY"):
+                self.fail("a crate name after 'rust:'", "for example import rust:serde_json")
+            crate = self.t[self.i]
+            self.i += 1
             if k[self.i] == "(":
-                self.i += 1
-                while True:
-                    self.skip_nl()
-                    self.expect("ID", "a crate option name")
-                    self.expect(":", "':' after the crate option")
-                    if k[self.i] not in ("STR", "ID"):
-                        self.fail("a string or identifier as the crate option value")
-                    self.i += 1
-                    self.skip_nl()
-                    if k[self.i] != ",":
-                        break
-                    self.i += 1
-                self.expect(")", "')' after crate options")
+                self.rust_metadata()
             if self.is_word("as"):
                 self.i += 1
                 crate = self.name("a name after 'as'")
@@ -61,32 +54,64 @@ class DeclParser:
         if k[i] not in SEG:
             self.fail("a module path after 'import'")
         self.i += 1
+        # A '.' or '/' not followed by a segment ends the path (the reference leaves what
+        # follows to the module loop).
         while k[self.i] in (".", "/"):
             self.i += 1
             if k[self.i] not in SEG:
-                self.fail("a path segment")
+                break
             self.i += 1
         path = self.text[self.s[i]:self.e[self.i - 1]]
         if self.is_word("as"):
             self.i += 1
             if k[self.i] == "{":
-                self.i += 1
-                while True:
-                    self.skip_sep()
-                    if k[self.i] == "}":
-                        break
-                    if k[self.i] not in SEG:
-                        self.fail("a name in the import list")
-                    self.i += 1
-                    if self.is_word("as"):
-                        self.i += 1
-                        self.name("a name after 'as'")
-                    if k[self.i] not in (",", "NL", "}"):
-                        self.fail("',' or '}' in the import list")
-                self.i += 1
+                self.import_names()
             else:
                 self.name("a name after 'as'")
         return path
+
+    def rust_metadata(self) -> None:
+        """`( [key ":" value {"," key ":" value} [","]] )` on one line; key is version, path,
+        git or rev, value a double-quoted string or a name."""
+        k = self.k
+        self.i += 1
+        while k[self.i] != ")":
+            if k[self.i] != "ID":
+                self.fail("a crate option (version, path, git, rev) or ')'",
+                          "the crate options must be on one line" if k[self.i] == "NL" else "")
+            key = self.t[self.i]
+            if key not in RUST_META:
+                self.fail("a crate option (version, path, git, rev)")
+            self.i += 1
+            self.expect(":", f"':' after '{key}'")
+            if k[self.i] not in ("STR", "ID", "TY"):
+                self.fail(f"a double-quoted string or a name as the value of '{key}'")
+            self.i += 1
+            if k[self.i] == ",":
+                self.i += 1
+            elif k[self.i] != ")":
+                self.fail("',' or ')' after the crate option",
+                          "the crate options must be on one line" if k[self.i] == "NL" else "")
+        self.i += 1
+
+    def import_names(self) -> None:
+        """`as { Name [as name] {"," Name [as name]} [","] }` on one line."""
+        k = self.k
+        self.i += 1
+        while k[self.i] != "}":
+            if k[self.i] not in ("ID", "TY"):
+                self.fail("a name in the import list or '}'",
+                          "the import list must be on one line" if k[self.i] == "NL" else "")
+            self.i += 1
+            if self.is_word("as"):
+                self.i += 1
+                self.name("a name after 'as'")
+            if k[self.i] == ",":
+                self.i += 1
+            elif k[self.i] != "}":
+                self.fail("',' or '}' in the import list",
+                          "the import list must be on one line" if k[self.i] == "NL" else "")
+        self.i += 1
 
     def fields_block(self) -> list[A.Field]:
         """`{ NL* { name ":" type [","] NL* } }` (struct and table bodies)."""
@@ -170,31 +195,59 @@ class DeclParser:
         self.expect(")", "')' after the indexed columns")
         return A.Decl(0, 0, "index", f"{table}.{name}", cols)
 
+    def entries(self, entry) -> list:
+        """The entries of a configuration block through its closing '}' (the '{' is already
+        consumed): newlines between entries and no commas (the reference takes none in
+        tokens, form, mobile, @v0 and routes blocks). `entry()` parses one and returns what
+        the declaration records of it (None: nothing)."""
+        k = self.k
+        items = []
+        while True:
+            while k[self.i] == "NL":
+                self.i += 1
+            if k[self.i] == "}":
+                self.i += 1
+                return items
+            item = entry()
+            if item is not None:
+                items.append(item)
+
     def url_decl(self):
         self.i += 1
         name = self.name("a name after 'url'")
         self.expect("{", "'{' after the url name")
-        return A.Decl(0, 0, "url", name, self.braced(self.url_entry))
+        k = self.k
+        items = []
+        while True:
+            while k[self.i] == "NL":
+                self.i += 1
+            if k[self.i] == "}":
+                self.i += 1
+                return A.Decl(0, 0, "url", name, items)
+            items.append(self.url_entry())
+            if k[self.i] == ",":            # at most one, on the entry's line
+                self.i += 1
 
     def url_entry(self):
+        """`name ["(" NL* [param {"," NL* param} [","]] ")"]`, param = ["?"] name ":" type;
+        newlines may follow '(' and ',', not a parameter."""
         k = self.k
         entry = self.name("a url entry name or '}'")
         if k[self.i] == "(":
             self.i += 1
-            while True:
-                self.skip_nl()
-                if k[self.i] == ")":
-                    break
+            self.skip_nl()
+            while k[self.i] != ")":
                 if k[self.i] == "?":
                     self.i += 1
                 self.name("a url parameter name")
                 self.expect(":", "':' after the url parameter")
                 self.type_()
-                self.skip_nl()
                 if k[self.i] == ",":
                     self.i += 1
+                    self.skip_nl()
                 elif k[self.i] != ")":
-                    self.fail("',' or ')' in the url parameters")
+                    self.fail("',' or ')' in the url parameters",
+                              "')' must be on the line of the last parameter" if k[self.i] == "NL" else "")
             self.i += 1
         return entry
 
@@ -204,7 +257,17 @@ class DeclParser:
         self.word("state_machine", "'state_machine'")
         name = self.name("a state machine name")
         self.expect("{", "'{' after the state machine name")
-        return A.Decl(0, 0, "state_machine", name, self.braced(self.state_machine_entry))
+        k = self.k
+        items = []
+        while True:
+            while k[self.i] == "NL":
+                self.i += 1
+            if k[self.i] == "}":
+                self.i += 1
+                return A.Decl(0, 0, "state_machine", name, items)
+            items.append(self.state_machine_entry())
+            if k[self.i] == ",":            # at most one, on the entry's line
+                self.i += 1
 
     def state_machine_entry(self):
         k = self.k
@@ -218,39 +281,78 @@ class DeclParser:
             self.i += 1
             entry = ("state", self.name("a state name"))
             if k[self.i] == "(":
-                self.balanced()
+                self.name_list(True)
             return entry
         if t == "on":
             self.i += 1
             event = self.name("an event name after 'on'")
             if k[self.i] == "(":
-                self.balanced()
-            self.word("from", "'from' in a transition")
-            if not self.is_word("any"):
+                self.name_list(False)
+            self.word("from", "'from' after the event")
+            if self.is_word("any"):
+                self.i += 1
+            else:
                 self.name("a source state or 'any'")
                 if k[self.i] == "(":
-                    self.balanced()
-            else:
-                self.i += 1
+                    self.paren_skip()
             self.expect("->", "'->' before the target state")
             self.name("a target state")
             if k[self.i] == "(":
-                self.balanced()
+                self.paren_skip()
             return ("on", event)
         self.fail("'state', 'terminal state', 'on' or '}' in a state machine")
+
+    def name_list(self, typed: bool) -> None:
+        """`( NL* [name [":" type] {"," NL* name [":" type]} [","]] )`: state payload fields
+        (`typed`) or event parameters (names only); ')' on the last item's line."""
+        k = self.k
+        self.i += 1
+        self.skip_nl()
+        while k[self.i] != ")":
+            self.name("a state field name" if typed else "an event parameter name")
+            if typed and k[self.i] == ":":
+                self.i += 1
+                self.type_()
+            if k[self.i] == ",":
+                self.i += 1
+                self.skip_nl()
+            elif k[self.i] != ")":
+                self.fail("',' or ')'", "')' must be on the line of the last item" if k[self.i] == "NL" else "")
+        self.i += 1
+
+    def paren_skip(self) -> None:
+        """A transition's state payload: anything through the matching ')' (only parentheses
+        nest)."""
+        k = self.k
+        self.i += 1
+        depth = 1
+        while True:
+            t = k[self.i]
+            if t == "(":
+                depth += 1
+            elif t == ")":
+                depth -= 1
+                if not depth:
+                    self.i += 1
+                    return
+            elif t == "EOF":
+                self.fail("')' to close the state payload")
+            self.i += 1
 
     def form(self):
         self.i += 1
         name = self.name("a form name after @form")
         self.expect("{", "'{' after the form name")
-        return A.Decl(0, 0, "form", name, self.braced(self.form_entry))
+        return A.Decl(0, 0, "form", name, self.entries(self.form_entry))
 
     def form_entry(self):
-        """A field (its name is recorded), on_submit, success_redirect or error_message."""
+        """A field (its name is recorded), on_submit, success_redirect or error_message; an
+        entry may follow on the same line."""
         k = self.k
-        if k[self.i] != "ID":
-            self.fail("'field', 'on_submit', 'success_redirect', 'error_message' or '}'")
-        word = self.t[self.i]
+        word = self.t[self.i] if k[self.i] == "ID" else ""
+        if word not in ("field", "on_submit", "success_redirect", "error_message"):
+            self.fail("'field', 'on_submit', 'success_redirect', 'error_message' or '}' in a form",
+                      "form entries are not separated by commas" if k[self.i] == "," else "")
         self.i += 1
         if word == "field":
             fname = self.name("a field name")
@@ -258,87 +360,112 @@ class DeclParser:
             self.type_()
             while k[self.i] == "ID":
                 mod = self.t[self.i]
-                if mod not in FORM_FLAGS and mod not in FORM_ARG and mod not in ("range", "default"):
+                if mod in FORM_FLAGS:
+                    self.i += 1
+                    continue
+                if mod not in FORM_ARG and mod != "range" and mod != "default":
                     break
                 self.i += 1
-                if mod in FORM_FLAGS:
-                    continue
                 self.expect("(", f"'(' after '{mod}'")
                 if mod in FORM_ARG:
-                    self.expect(FORM_ARG[mod], "a string" if FORM_ARG[mod] == "STR" else "a number")
+                    self.expect(FORM_ARG[mod], "a double-quoted string" if FORM_ARG[mod] == "STR" else "an integer")
                 elif mod == "range":
-                    self.expect("INT", "the range start")
+                    self.expect("INT", "the range start (an integer)")
                     self.expect(".", "'..' in the range")
                     self.expect(".", "'..' in the range")
-                    self.expect("INT", "the range end")
+                    self.expect("INT", "the range end (an integer)")
                 else:  # default(expr)
                     self.expr()
                 self.expect(")", f"')' after the {mod} argument")
-            if k[self.i] not in ("NL", "}", ","):
-                self.fail("a field modifier (required, optional, hidden, label, pattern, "
-                          "max_len, min_len, range, default) or newline")
             return fname
-        elif word == "on_submit":
-            self.expect(":", "':' after on_submit")
+        self.expect(":", f"':' after {word}")
+        if word == "on_submit":
             self.name("a handler name")
-        elif word in ("success_redirect", "error_message"):
-            self.expect(":", f"':' after {word}")
-            self.expect("STR", "a string")
         else:
-            self.fail("'field', 'on_submit', 'success_redirect' or 'error_message'", i=self.i - 1)
+            self.expect("STR", "a double-quoted string")
 
     def mobile(self):
         deco = self.k[self.i]
         self.i += 1
         self.expect("{", f"'{{' after {deco}")
-        return A.Decl(0, 0, "mobile", deco[1:], self.braced(self.mobile_entry))
+        entry = self.deep_link_entry if deco == "@deep_link" else self.mobile_entry
+        return A.Decl(0, 0, "mobile", deco[1:], self.entries(entry))
 
     def mobile_entry(self):
-        key = self.t[self.expect("ID", "a setting name or '}'")]
+        """`key: Name` (@back_button, @push: a name, not a string)."""
+        key = self.t[self.expect("ID", "a setting name (lower-case) or '}'")]
         self.expect(":", f"':' after '{key}'")
-        if self.k[self.i] == "STR":
-            self.i += 1
-        else:
-            self.name("a name or string value")
+        self.name(f"a name as the value of '{key}'")
+        return key
+
+    def deep_link_entry(self):
+        """`key: "string" | name` (@deep_link)."""
+        key = self.t[self.expect("ID", "a setting name (lower-case) or '}'")]
+        self.expect(":", f"':' after '{key}'")
+        if self.k[self.i] not in ("STR", "ID", "TY"):
+            self.fail(f"a double-quoted string or a name as the value of '{key}'")
+        self.i += 1
         return key
 
     def tokens(self):
         self.i += 1
         self.expect("{", "'{' after @tokens")
-        return A.Decl(0, 0, "tokens", None, self.braced(self.token_entry))
+        return A.Decl(0, 0, "tokens", None, self.entries(self.token_entry))
 
     def token_entry(self):
         k = self.k
-        word = self.t[self.expect("ID", "color, spacing, radius, shadow, font or '}'")]
+        if k[self.i] != "ID":
+            self.fail("color, spacing, radius, shadow, font or '}'",
+                      "token entries are not separated by commas" if k[self.i] == "," else "")
+        word = self.t[self.i]
+        self.i += 1
         tname = self.name(f"a token name after '{word}'")
+        if word not in TOKEN_KINDS:
+            self.fail("color, spacing, radius, shadow or font", i=self.i - 2)
         if word == "color":
             self.word("light", "'light' in a color token")
             self.expect(":", "':' after 'light'")
-            self.expect("STR", "a color string")
-            if k[self.i] == ",":
-                self.i += 1
+            self.string("a color string")
             self.word("dark", "'dark' in a color token")
             self.expect(":", "':' after 'dark'")
-            self.expect("STR", "a color string")
-        elif word in ("spacing", "radius", "shadow"):
-            self.expect(":", f"':' after the {word} name")
-            self.expect("STR", "a string value")
+            self.string("a color string")
         elif word == "font":
             self.word("family", "'family' in a font token")
             self.expect(":", "':' after 'family'")
-            self.expect("STR", "a font family string")
+            self.string("a font family string")
         else:
-            self.fail("color, spacing, radius, shadow or font", i=self.i - 2)
+            self.expect(":", f"':' after the {word} name")
+            self.string("a string value")
         return (word, tname)
+
+    def string(self, what: str) -> None:
+        """A string in either quote."""
+        if self.k[self.i] != "STR" and self.k[self.i] != "SSTR":
+            self.fail(what)
+        self.i += 1
 
     def v0(self):
         self.i += 1
         if self.is_word("from"):
             self.i += 1
-        self.expect("STR", "a string after @v0")
+            self.expect("STR", "a double-quoted image path after '@v0 from'")
+        else:
+            self.expect("STR", "a double-quoted v0 chat id or 'from \"path\"' after @v0")
         name = self.name("a component name")
         self.expect("{", "'{' after the component name")
-        return A.Decl(0, 0, "v0_component", name, self.braced(self.v0_prop))
+        k = self.k
+        props = []
+        while True:
+            while k[self.i] == "NL":
+                self.i += 1
+            t = k[self.i]
+            if t == "}":
+                self.i += 1
+                break
+            if t == "EOF":          # the reference accepts a props block left open at the end
+                break
+            props.append(self.v0_prop())
+        return A.Decl(0, 0, "v0_component", name, props)
 
     def v0_prop(self):
         prop = self.name("a prop name or '}'")
@@ -351,57 +478,74 @@ class DeclParser:
     def routes(self):
         self.i += 1
         self.expect("{", "'{' after 'routes'")
-        items: list = []
-        self.route_list(items)
-        return A.Decl(0, 0, "routes", None, items)
-
-    def route_list(self, items: list) -> None:
-        """Route entries through the closing '}'."""
         k = self.k
+        items: list = []
         while True:
-            self.skip_sep()
+            while k[self.i] == "NL":
+                self.i += 1
             t = k[self.i]
             if t == "}":
                 self.i += 1
-                return
+                break
+            if t == "EOF":          # the reference accepts a routes block left open at the end
+                break
             if t == "STR":
-                path = self.t[self.i]
+                self.route(items)
+            elif t == "ID" and self.t[self.i] in ("not_found", "error"):
                 self.i += 1
-                self.expect("to", "'to' after the route path")
-                target = self.name("a component name after 'to'")
-                if k[self.i] == "with":
-                    self.i += 1
-                    if k[self.i] == "(":
-                        self.i += 1
-                        while True:
-                            self.skip_nl()
-                            if k[self.i] == ")":
-                                break
-                            self.route_kv()
-                            self.skip_nl()
-                            if k[self.i] == ",":
-                                self.i += 1
-                            elif k[self.i] != ")":
-                                self.fail("',' or ')' in the route options")
-                        self.i += 1
-                    else:
-                        self.route_kv()
-                items.append((path, target))
-                if k[self.i] == "{":
-                    self.i += 1
-                    self.route_list(items)
-            elif t == "ID" and self.t[self.i] in ("not_found", "error") and k[self.i + 1] == ":":
-                self.i += 2
+                self.expect(":", f"':' after '{self.t[self.i - 1]}'")
                 items.append((self.t[self.i - 2], self.name("a component name")))
             else:
-                self.fail("a route path string, 'not_found:', 'error:' or '}'")
+                self.fail("a route path (a double-quoted string), 'not_found:', 'error:' or '}'",
+                          "route entries are not separated by commas" if t == "," else "")
+        return A.Decl(0, 0, "routes", None, items)
+
+    def route(self, items: list) -> None:
+        """`"path" to Name [with …] [{ nested routes }]`."""
+        k = self.k
+        path = self.t[self.i]
+        self.i += 1
+        self.expect("to", "'to' between the route path and the component name")
+        target = self.name("a component name after 'to'")
+        if k[self.i] == "with":
+            self.i += 1
+            if k[self.i] == "(":
+                # `( [kv {"," kv} [","]] )` on one line
+                self.i += 1
+                while k[self.i] != ")":
+                    self.route_kv()
+                    if k[self.i] == ",":
+                        self.i += 1
+                    elif k[self.i] != ")":
+                        self.fail("',' or ')' in the route options",
+                                  "the route options must be on one line" if k[self.i] == "NL" else "")
+                self.i += 1
+            else:
+                self.route_kv()
+        items.append((path, target))
+        if k[self.i] == "{":
+            self.i += 1
+            while True:
+                while k[self.i] == "NL":
+                    self.i += 1
+                t = k[self.i]
+                if t == "}":
+                    self.i += 1
+                    return
+                if t != "STR":
+                    self.fail("a route path (a double-quoted string) or '}' in the nested routes",
+                              "route entries are not separated by commas" if t == "," else "")
+                self.route(items)
 
     def route_kv(self) -> None:
-        if not (self.k[self.i] == "ID" and self.t[self.i] in ("loader", "pending", "error")):
+        if self.k[self.i] != "ID":
             self.fail("loader, pending or error in the route options")
+        key = self.t[self.i]
         self.i += 1
-        self.expect(":", "':' after the route option")
+        self.expect(":", f"':' after '{key}'")
         self.name("a name")
+        if key not in ("loader", "pending", "error"):
+            self.fail("loader, pending or error in the route options", i=self.i - 3)
 
     def callable_(self, kind: str):
         name = self.name(f"a {kind} name")
