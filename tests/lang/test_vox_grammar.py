@@ -71,7 +71,7 @@ def test_arrow_return_type_is_deprecated_but_accepted():
     "fn f() {}",
     "fn f(a: int, b: str = \"x\", c) to Result[List[int], str] { return Ok([a]) }",
     "fn id<T>(x: T) to T { return x }",
-    "pub fn f() {}\nasync fn g() {}\npub async fn h() {}",
+    "pub fn f() {}\nasync fn g() {}",
     "fn type() {}\nfn on() {}\nfn view(state: int) {}",   # soft keywords as names
     "@pure\n@require(x > 0)\n@ensure(result > 0, fallback: one)\nfn f(x: int) to int { return x }",
     "@ai fn s(x: str) to str\n@prompt(\"p\") fn t() to str\n@search fn u()",
@@ -135,6 +135,7 @@ def test_declarations_parse(src):
     ("component C() { on click: go() }", "expected 'mount' or 'cleanup' after 'on'"),
     ("x = 1", "expected a declaration"),
     ("pub component C() {}", "after 'pub'"),
+    ("pub async fn h() {}", "after 'pub'"),
     ("@hole fn u() to str", "'{' to start the function body"),
     ("fn f() to int\n{\n}", "the '{' must be on the same line"),
     ("@pure() fn f() {}", "@pure takes no arguments"),

@@ -214,7 +214,7 @@ class ExprParser:
         kids = []
         while True:
             t = k[self.i]
-            if t == "NL" or t == ",":
+            if t == "NL":
                 self.i += 1
             elif t == "}":
                 self.i += 1
@@ -223,6 +223,9 @@ class ExprParser:
                 self.fail("'}' to close the view children")
             else:
                 kids.append(self.binary(0))
+                self.skip_nl()
+                if k[self.i] == ",":            # one ',' may follow a child, none may lead
+                    self.i += 1
 
     def primary(self):
         k, i = self.k, self.i
@@ -315,13 +318,13 @@ class ExprParser:
         if k[j] == "}":
             self.i = j + 1
             return A.ObjectLit(self.s[i0], self.e[j], [])
-        if not ((k[j] == "ID" or k[j] == "STR" or k[j] == "TY") and k[j + 1] == ":"):
+        if not ((k[j] == "ID" or k[j] == "STR" or k[j] == "SSTR" or k[j] == "TY") and k[j + 1] == ":"):
             return self.block()
         self.i = j
         entries = []
         while True:
             kt = k[self.i]
-            if kt != "ID" and kt != "STR" and kt != "TY":
+            if kt != "ID" and kt != "STR" and kt != "SSTR" and kt != "TY":
                 self.fail("an object key")
             key = self.t[self.i]
             self.i += 1
@@ -365,13 +368,14 @@ class ExprParser:
         i0 = self.i
         self.i += 1
         subject = self.expr()
-        self.skip_nl()
         self.expect("{", "'{' after the match subject")
         arms = []
         while True:
             self.skip_nl()
             if k[self.i] == "}":
                 break
+            if k[self.i] == "EOF":              # the reference ends an open match quietly at EOF
+                return A.Match(self.s[i0], self.e[self.i - 1], subject, arms)
             a0 = self.i
             pat = self.pattern()
             if k[self.i] == "->":
@@ -417,10 +421,8 @@ class ExprParser:
         i0 = self.i
         cancellable = k[i0] == "@cancellable"
         if cancellable:
+            # The reference takes the token after @cancellable as its `fn` unseen.
             self.i += 1
-            self.skip_nl()
-            if k[self.i] != "fn":
-                self.fail("'fn' after @cancellable")
         self.i += 1
         if k[self.i] in NAME:
             self.fail("'(' after 'fn' in a lambda", "named functions are declared at top level")
@@ -435,7 +437,6 @@ class ExprParser:
         self.i += 1
         self.expect("(", "'(' after 'spawn'")
         inner = self.expr()
-        self.skip_nl()
         self.expect(")", "')' after the spawned expression")
         return A.Special(self.s[i0], self.e[self.i - 1], "spawn", inner)
 

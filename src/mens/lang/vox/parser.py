@@ -246,11 +246,8 @@ class Parser(DeclParser, UIParser, ExprParser):
         if t == "pub":
             self.i += 1
             nt = k[self.i]
-            if nt == "fn" or nt in FN_DECO:
+            if nt == "fn" or (nt in FN_DECO and nt != "@reactive"):   # as in the reference
                 return self.fn_decl("function", [], pub=True)
-            if nt == "async":
-                self.i += 1
-                return self.fn_decl("function", [], pub=True, is_async=True)
             if nt == "type":
                 return self.type_decl(pub=True)
             if nt == "ID" and self.t[self.i] == "url":

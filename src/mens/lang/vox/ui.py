@@ -28,23 +28,27 @@ class UIParser:
         while k[j] == "NL":
             j += 1
         if k[j] == "ID" and self.t[j] in ("style", "raw_css"):
-            self.i = j + 1
+            self.i = j
             styles = self.style_rules()
         return A.Component(0, 0, name, params, members, styles)
 
     def style_rules(self) -> list[str]:
-        """The one style block after a component, as the reference reads it: where a rule does
-        not go on as expected the block simply ends, and the module loop meets that token (so
-        `color: red` fails at `red`, "unexpected at top level"); end of input ends it quietly.
-        Only `.` without a class name is an error of the block itself."""
+        """The style block after a component, as the reference reads it: a loop over `style {`
+        headers (so `style {` may repeat inside an open block), `.class { property: "value" … }`
+        rules and `}`; where a rule does not go on as expected the block simply ends, and the
+        module loop meets that token (so `color: red` fails at `red`, "unexpected at top
+        level"); end of input ends it quietly. Only `.` without a class name is an error of
+        the block itself."""
         k = self.k
         classes: list[str] = []
-        if k[self.i] != "{":
-            return classes
-        self.i += 1
         while True:
             self.skip_nl()
             t = k[self.i]
+            if t == "ID" and self.t[self.i] in ("style", "raw_css"):
+                self.i += 1
+                if k[self.i] == "{":
+                    self.i += 1
+                continue
             if t == "}":
                 self.i += 1
                 return classes
@@ -93,11 +97,11 @@ class UIParser:
             if self.is_word("depends_on"):
                 self.i += 1
                 self.expect("(", "'(' after depends_on")
-                if k[self.i] != ")":
+                while k[self.i] != ")":          # names, each but the last followed by ','
                     deps.append(self.name("a name"))
-                    while k[self.i] == ",":
-                        self.i += 1
-                        deps.append(self.name("a name"))
+                    if k[self.i] != ",":
+                        break
+                    self.i += 1
                 self.expect(")", "')' after the dependencies")
             self.expect(":", "':' after 'effect'")
             body = self.block() if k[self.i] == "{" else self.expr()
