@@ -279,7 +279,7 @@ def test_precedence_and_associativity():
 
 
 def test_lowercase_calls_that_are_not_tags_keep_their_if_body():
-    ok(body("if p() { go() }\nfor row in select(table = \"t\") { use(row) }\nwhile more() { step() }"))
+    ok(body("if p() { go() }\nfor row in pick(table = \"t\") { use(row) }\nwhile more() { step() }"))
     # `div` is no view tag: its braces are simply the next child/statement, which still parses.
     ok("component C() {\n    view: Column() {\n        div(attr_class = \"x\") {\n            Text(value = \"a\")\n        }\n    }\n}")
 

@@ -318,7 +318,14 @@ class ExprParser:
         if k[j] == "}":
             self.i = j + 1
             return A.ObjectLit(self.s[i0], self.e[j], [])
-        if not ((k[j] == "ID" or k[j] == "STR" or k[j] == "SSTR" or k[j] == "TY") and k[j + 1] == ":"):
+        # A key and ':' make it an object; the reference looks past newlines for the ':' (and
+        # then rejects them: `{ a NL : 1 }` is an object whose ':' is misplaced, not a block).
+        if not (k[j] == "ID" or k[j] == "STR" or k[j] == "SSTR" or k[j] == "TY"):
+            return self.block()
+        j2 = j + 1
+        while k[j2] == "NL":
+            j2 += 1
+        if k[j2] != ":":
             return self.block()
         self.i = j
         entries = []
@@ -454,6 +461,13 @@ class ExprParser:
         if self.k[self.i] != "(":
             self.fail("'(' after workflow.version")
         call = self.call(A.Name(self.s[i0], self.e[i0], "workflow"), False)
+        # The reference checks the values (names are ignored, extra arguments allowed):
+        # a string literal, then two non-negative integer literals.
+        for n, kinds in ((1, ("STR", "SSTR")), (2, ("INT",)), (3, ("INT",))):
+            arg = call.args[n - 1].value if len(call.args) >= n else None
+            if not (type(arg) is A.Literal and arg.kind in kinds):
+                what = "a string literal" if n == 1 else "a non-negative integer literal"
+                raise self.error(f"workflow.version argument {n} must be {what}", i0)
         return A.Special(self.s[i0], call.end, "workflow.version", call)
 
 

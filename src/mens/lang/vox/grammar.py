@@ -53,14 +53,16 @@ EFFECTS = frozenset("net db fs env clock random nothing mutate gpu_compute mcp".
 
 PRIMITIVES = frozenset(("stack column row wrap text heading link image button panel card list "
                         "list_item route_outlet overlay toast drawer modal").split())
-# HTML tags usable as view calls (`div` deliberately is not one, as in the reference). Kept to
-# names that are unlikely function names: a tag here turns `if name() {` into a view call that
-# swallows the if-body, while a tag missing here still parses in view children and bodies (its
-# `{ … }` is read as the next block), so erring on the short side is the safer mistake.
-HTML_TAGS = frozenset(("input label span table svg path h1 h2 h3 h4 h5 h6 ul ol li img textarea "
-                       "tr td th thead tbody tfoot br hr em strong blockquote figcaption fieldset "
-                       "iframe circle rect polyline polygon nav header footer section article "
-                       "aside form option").split())
+# Lower-case callees that make a call with only named arguments a view call (taking a `{ … }`
+# child block), as probed from the reference: a subset of HTML and SVG tags (no `div`, `h1`,
+# `ul`, `li`, `p` or `a`).
+HTML_TAGS = frozenset(("abbr article aside audio b blockquote br button canvas caption cite code "
+                       "details dialog em embed fieldset figcaption figure footer form head header "
+                       "hr i iframe img input kbd label legend link main meta nav noscript object "
+                       "option param pre q script section select small source span strong style "
+                       "summary table tbody td textarea tfoot th thead title tr track video svg "
+                       "path circle rect line polyline polygon g defs use text ellipse stop mask "
+                       "pattern symbol marker tspan filter image").split())
 FORM_FLAGS = frozenset(("required", "optional", "hidden"))
 FORM_ARG = {"label": "STR", "pattern": "STR", "max_len": "INT", "min_len": "INT"}
 

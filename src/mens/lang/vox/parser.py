@@ -231,10 +231,8 @@ class Parser(DeclParser, UIParser, ExprParser):
         t = self.k[self.i]
         if t in SCRIPT_DECL:
             return True
-        if t == "ID":
-            word, nxt = self.t[self.i], self.k[self.i + 1]
-            return (word == "routes" and nxt == "{") or (word in ("url", "state_machine") and nxt in NAME)
-        return False
+        # As in the reference, these words start a declaration whatever follows them.
+        return t == "ID" and self.t[self.i] in ("routes", "url", "state_machine")
 
     def decl(self):
         k, i = self.k, self.i
