@@ -100,7 +100,7 @@ def test_arrow_return_type_is_deprecated_but_accepted():
     "routes { \"/\" to Home\n \"/a\" to A with loader: la\n \"/b\" to B with (loader: lb, pending: P,) { \"/b/c\" to C }\n not_found: NF\n}",
     "component C(x: int) {\n state n = 0\n derived d: int = n * 2\n effect depends_on(n): log(n)\n effect: { log(1) }\n on mount: load()\n on cleanup: { stop() }\n let k = 1\n view: Text(value = str(d))\n}\nstyle { .a { color: \"red\" } }",
     "fragment F(x: int) {\n  Text(value = str(x))\n}",
-    "workflow w(a: int) to int { return a }\nactivity act() { }\n@distributed_train(workers: 2)\nworkflow t() { }",
+    "workflow w(a: int) to int { return a }\nactivity act() { }\n@distributed_train(workers = 2)\nworkflow t() { }",
     "actor A {\n on ping(n: int) to int { return n }\n\n on stop() { }\n}",
 ])
 def test_declarations_parse(src):
@@ -156,6 +156,12 @@ def test_declarations_rejected(src, fragment):
     "routes {\n \"/\" to A with () { \"/b\" to B }\n not_found: N",   # open at EOF
     "routes {",
     "@v0 \"id\" Hero {\n title: str",                                 # open at EOF
+    "type P {\n a: int,",                                            # open at EOF
+    "@table type T { a: int\n",
+    "@index T.i on (a, b,)",
+    "routes {\nroutes { \"/\" to A }",      # a routes block ends at anything that is not an entry
+    "type T =\nroutes { }",
+    "@distributed_train(\n workers = 4, 8, strategy = 'ddp', backend = nccl,)\nworkflow t() { }",
 ])
 def test_decl_blocks_reference_accepts(src):
     ok(src)
@@ -188,6 +194,13 @@ def test_decl_blocks_reference_accepts(src):
     ("routes { '/' to A }", "a route path (a double-quoted string)"),
     ("@v0 \"id\" Hero { a: str, b: str }", "expected a prop name"),
     ("@v0 'id' Hero { }", "a double-quoted v0 chat id"),
+    ("routes { \"/\" to A }\n}", "expected a declaration"),
+    ("@distributed_train(workers: 4)\nworkflow t() { }", "expected '=' after 'workers'"),
+    ("@distributed_train(strategy = 1)\nworkflow t() { }", "a string or an identifier as the strategy"),
+    ("@distributed_train(workers = 4\n)\nworkflow t() { }", "')' to close @distributed_train"),
+    ("actor A {\n state n: int = 0\n on hit() { }\n}", "an actor holds only message handlers"),
+    ("@index T.i on (a,\n b)", "expected a column name"),
+    ("type P { a: int\n , b: int }", "expected a field name"),
 ])
 def test_decl_blocks_reference_rejects(src, fragment):
     bad(src, fragment)

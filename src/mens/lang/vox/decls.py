@@ -5,9 +5,14 @@ A mixin of `parser.Parser` (it uses its helpers)."""
 from __future__ import annotations
 
 from mens.lang.vox import ast as A
-from mens.lang.vox.grammar import FORM_ARG, FORM_FLAGS, NAME, SEG
+from mens.lang.vox.grammar import FN_DECO, FORM_ARG, FORM_FLAGS, NAME, SEG
 
 RUST_META = frozenset(("version", "path", "git", "rev"))
+DECL_WORDS = frozenset(("routes", "url", "state_machine", "partial"))
+DECL_START = frozenset(("import extern component fragment @v0 let async type @table @index @form "
+                        "@back_button @push @deep_link @tokens @distributed_train workflow activity "
+                        "actor fn pub @test @forall @scheduled @endpoint @mcp.tool @tool @mcp.resource "
+                        "@resource @loading").split())
 TOKEN_KINDS = frozenset(("color", "spacing", "radius", "shadow", "font"))
 
 
@@ -114,7 +119,8 @@ class DeclParser:
         self.i += 1
 
     def fields_block(self) -> list[A.Field]:
-        """`{ NL* { name ":" type [","] NL* } }` (struct and table bodies)."""
+        """`{ NL* { name ":" type [","] NL* } }` (struct and table bodies): the ',' on the
+        field's line. Like the reference, a body left open at the end of the file is accepted."""
         self.expect("{", "'{' to start the fields")
         k = self.k
         fields = []
@@ -122,6 +128,8 @@ class DeclParser:
             self.skip_nl()
             if k[self.i] == "}":
                 self.i += 1
+                return fields
+            if k[self.i] == "EOF":
                 return fields
             f0 = self.i
             name = self.name("a field name or '}'")
@@ -164,7 +172,10 @@ class DeclParser:
                 self.i += 1
             variants.append(A.Variant(self.s[v0], self.e[self.i - 1], vname, fields))
             self.skip_nl()
-        if not variants and k[self.i] in NAME:
+        if not variants and not self.script and (
+                k[self.i] == "TY" or k[self.i] == "ID" and self.t[self.i] not in DECL_WORDS):
+            # The module loop would reject the name too (`type T =` then a declaration is valid;
+            # in a script a statement may follow).
             self.fail("'|' before the first variant", "type aliases are not supported")
         # Leave the trailing newlines to the module loop (they are not part of the span).
         while self.i > 0 and k[self.i - 1] == "NL":
@@ -187,11 +198,11 @@ class DeclParser:
         self.expect("on", "'on' after the index name")
         self.expect("(", "'(' before the indexed columns")
         cols = []
-        if self.k[self.i] != ")":
+        while self.k[self.i] != ")":        # `( [name {"," name} [","]] )` on one line
             cols.append(self.name("a column name"))
-            while self.k[self.i] == ",":
-                self.i += 1
-                cols.append(self.name("a column name"))
+            if self.k[self.i] != ",":
+                break
+            self.i += 1
         self.expect(")", "')' after the indexed columns")
         return A.Decl(0, 0, "index", f"{table}.{name}", cols)
 
@@ -487,8 +498,6 @@ class DeclParser:
             if t == "}":
                 self.i += 1
                 break
-            if t == "EOF":          # the reference accepts a routes block left open at the end
-                break
             if t == "STR":
                 self.route(items)
             elif t == "ID" and self.t[self.i] in ("not_found", "error"):
@@ -496,9 +505,19 @@ class DeclParser:
                 self.expect(":", f"':' after '{self.t[self.i - 1]}'")
                 items.append((self.t[self.i - 2], self.name("a component name")))
             else:
-                self.fail("a route path (a double-quoted string), 'not_found:', 'error:' or '}'",
-                          "route entries are not separated by commas" if t == "," else "")
+                # The reference ends the routes at anything else and leaves it, '}' or not, to
+                # the module loop (so a block left open at the end of the file is accepted).
+                # Where the module loop is bound to reject it, say what a routes block holds.
+                if t != "EOF" and not self.script and not self.starts_decl(self.i):
+                    self.fail("a route path (a double-quoted string), 'not_found:', 'error:' or '}'",
+                              "route entries are not separated by commas" if t == "," else "")
+                break
         return A.Decl(0, 0, "routes", None, items)
+
+    def starts_decl(self, i: int) -> bool:
+        """Whether token `i` can begin a module-level declaration."""
+        t = self.k[i]
+        return t in DECL_START or t in FN_DECO or (t == "ID" and self.t[i] in DECL_WORDS)
 
     def route(self, items: list) -> None:
         """`"path" to Name [with …] [{ nested routes }]`."""
@@ -557,12 +576,37 @@ class DeclParser:
     def workflow(self):
         if self.k[self.i] == "@distributed_train":
             self.i += 1
-            self.balanced()
+            self.train_args()
             self.skip_nl()
             if self.k[self.i] != "workflow":
                 self.fail("'workflow' after @distributed_train(…)")
         self.i += 1
         return self.callable_("workflow")
+
+    def train_args(self) -> None:
+        """`@distributed_train( NL* [item {"," NL* item} [","]] )`: an item is `name = token`
+        (`strategy` takes a string or an identifier) or a single token of another kind."""
+        k = self.k
+        self.expect("(", "'(' after @distributed_train")
+        self.skip_nl()
+        while k[self.i] != ")":
+            t = k[self.i]
+            if t == "EOF":
+                self.fail("')' to close @distributed_train(…)")
+            self.i += 1
+            if t == "ID":
+                key = self.t[self.i - 1]
+                self.expect("=", f"'=' after '{key}'")
+                if key == "strategy" and k[self.i] not in ("STR", "SSTR", "ID"):
+                    self.fail("a string or an identifier as the strategy")
+                if k[self.i] == "EOF":
+                    self.fail(f"a value for '{key}'")
+                self.i += 1                 # the value: one token
+            if k[self.i] != ",":
+                break
+            self.i += 1
+            self.skip_nl()
+        self.expect(")", "')' to close @distributed_train(…)")
 
     def activity(self):
         self.i += 1
@@ -586,7 +630,6 @@ class DeclParser:
                 h = self.callable_("handler")
                 h.start, h.end = self.s[h0], self.e[self.i - 1]
                 handlers.append(h)
-            elif t == "state":
-                state.append(self.member())
             else:
-                self.fail("'on' (a message handler) or '}' in an actor")
+                self.fail("'on' (a message handler) or '}' in an actor",
+                          "an actor holds only message handlers" if t == "state" else "")
