@@ -35,7 +35,7 @@ class UIParser:
     def style_rules(self) -> list[str]:
         """The style block after a component, as the reference reads it: a loop over `style {`
         headers (so `style {` may repeat inside an open block), `.class { property: "value" … }`
-        rules and `}`; where a rule does not go on as expected the block simply ends, and the
+        rules (a `.` also ends an unclosed rule) and `}`; where a rule does not go on as expected the block simply ends, and the
         module loop meets that token (so `color: red` fails at `red`, "unexpected at top
         level"); end of input ends it quietly. Only `.` without a class name is an error of
         the block itself."""
@@ -46,8 +46,9 @@ class UIParser:
             t = k[self.i]
             if t == "ID" and self.t[self.i] in ("style", "raw_css"):
                 self.i += 1
-                if k[self.i] == "{":
-                    self.i += 1
+                if k[self.i] != "{":
+                    return classes
+                self.i += 1
                 continue
             if t == "}":
                 self.i += 1
@@ -67,6 +68,8 @@ class UIParser:
                 t = k[self.i]
                 if t == "}":
                     self.i += 1
+                    break
+                if t == ".":                     # a new rule ends an unclosed one
                     break
                 if t != "ID":
                     return classes
