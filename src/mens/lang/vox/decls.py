@@ -7,7 +7,7 @@ from __future__ import annotations
 from mens.lang.vox import ast as A
 from mens.lang.vox.grammar import FN_DECO, FORM_ARG, FORM_FLAGS, NAME, SEG
 
-RUST_META = frozenset(("version", "path", "git", "rev"))
+RUST_META = frozenset(("version", "path", "git", "rev", "branch"))  # `branch` too, unlisted in the reference's message
 DECL_WORDS = frozenset(("routes", "url", "state_machine", "partial"))
 DECL_START = frozenset(("import extern component fragment @v0 let async type @table @index @form "
                         "@back_button @push @deep_link @tokens @distributed_train workflow activity "

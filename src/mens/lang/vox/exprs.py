@@ -3,6 +3,8 @@ expression parser with the view-call rule. A mixin of `parser.Parser` (it uses i
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from mens.lang.vox import ast as A
 from mens.lang.vox.grammar import (ASSIGN, BINARY, EXPR_HINTS, HTML_TAGS, LITERAL, NAME,
                                    NO_RETURN_VALUE, POSTFIX, PRIMITIVES, STMT_HINTS)
@@ -280,8 +282,7 @@ class ExprParser:
         self.skip_nl()
         self.expect(")", "')'" if tup else "')' to close the parenthesis")
         if k[self.i] == "=>":
-            if not all(type(x) is A.Name for x in items):
-                raise self.error("a lambda's parameters must be plain names", i0)
+            items = self.lambda_params(items, tup)
             self.i += 1
             body = self.expr()
             params = [A.Param(x.start, x.end, x.name) for x in items]
@@ -289,6 +290,23 @@ class ExprParser:
         if tup:
             return A.TupleLit(self.s[i0], self.e[self.i - 1], items)
         return items[0]
+
+    def lambda_params(self, items: list, tup: bool) -> list:
+        """`(…) =>`: the parameters are names, or one parenthesised tuple of names (`((a, b))`);
+        the reference reports the first item that is neither."""
+        if not tup and type(items[0]) is A.TupleLit:
+            items = items[0].items
+        elif not tup and type(items[0]) is not A.Name:
+            raise self.error("expected a name or a tuple of names as the lambda's parameters",
+                             self.index_at(items[0].start))
+        for x in items:
+            if type(x) is not A.Name:
+                raise self.error("a lambda's parameters must be plain names", self.index_at(x.start))
+        return items
+
+    def index_at(self, offset: int) -> int:
+        """The token index of a character offset (error positions of already-parsed nodes)."""
+        return bisect_left(self.s, offset)
 
     def list_lit(self):
         k = self.k
@@ -417,8 +435,9 @@ class ExprParser:
         self.expect("in", "'in' after the loop variable")
         iterable = self.expr()
         key = None
-        if self.is_word("key") and k[self.i + 1] == "=":
-            self.i += 2
+        if self.is_word("key"):                 # `key = expr`: the reference takes `key` as a keyword here
+            self.i += 1
+            self.expect("=", "'=' after 'key'")
             key = self.expr()
         body = self.expr()
         return A.For(self.s[i0], self.e[self.i - 1], names, iterable, key, body)

@@ -19,33 +19,48 @@ BINARY = {"|>": 1, "or": 3, "and": 5, "with": 5, "is": 7, "isnt": 7, "==": 7, "!
 POSTFIX = frozenset(("(", ".", "["))
 ASSIGN = frozenset(("=", "+=", "-=", "*=", "/="))
 LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR", "SSTR"))
-NO_RETURN_VALUE = frozenset(("NL", "}", "EOF", ","))
+NO_RETURN_VALUE = frozenset(("NL", "}", "EOF"))
 
 FN_DECO_BARE = frozenset("@pure @reactive @remote @deprecated @fuzz @native @training_step".split())
 # Decorators whose optional `(…)` holds comma-separated items, as in the reference: an item is
 # one token of any kind, or (where the decorator takes keys) a lower-case name, the separator
-# (required or optional) and one token of any kind. `(` may be followed by newlines and so may
-# `,`, but `)` and `,` must follow an item on its line. Value: (separator, separator required).
+# and a value. `(` may be followed by newlines and so may `,`, but `)` and `,` must follow an
+# item on its line. Value: (separator, separator required, value of an untyped key: one token
+# of any kind (True) or nothing (False)); None: no keys, single tokens only.
 FN_DECO_ITEMS = {
-    **dict.fromkeys(("@ai", "@prompt", "@subagent", "@search", "@hole"), ("=", False)),
-    **dict.fromkeys(("@cors", "@rate_limit", "@webhook", "@layer"), (":", True)),
-    "@embed": (":", False),
-    "@pii": ("", False),              # a name then any token, no separator
-    **dict.fromkeys(("@uses", "@inference"), None),   # no keys: single tokens only
+    **dict.fromkeys(("@ai", "@prompt", "@subagent", "@search", "@hole"), ("=", False, True)),
+    **dict.fromkeys(("@cors", "@rate_limit", "@webhook", "@layer"), (":", True, True)),
+    "@embed": (":", False, True),
+    "@pii": ("", False, True),         # a name then any token, no separator (but `class:`)
+    "@inference": ("=", False, False),
+    "@uses": None,
 }
-# Keys whose value is typed: the token is taken only when it is of one of these kinds (else
-# nothing is, and the `)` or `,` is looked for there). `[` is @cors's list of origins.
+_ID, _NAME, _STR, _INT, _BOOL, _LIST = {"ID"}, {"ID", "TY"}, {"STR"}, {"INT"}, {"true", "false"}, {"["}
+# Keys whose value is typed, probed from the reference: the token is taken only when it is of
+# one of these kinds, else nothing is (the `)` or `,` is then looked for there); `[` is a list
+# of single tokens. A typed key may carry its own separator rule: (kinds, separator required).
 FN_DECO_TYPED_KEYS = {
-    ("@ai", "model"): {"STR"}, ("@embed", "model"): {"STR"},
-    ("@prompt", "schema"): {"ID", "TY"}, ("@subagent", "policy"): {"ID", "TY"},
-    ("@search", "policy"): {"ID", "TY", "STR"}, ("@search", "into"): {"ID", "TY"},
-    ("@search", "top_k"): {"INT"},
-    ("@cors", "origins"): {"STR", "["}, ("@cors", "allow_credentials"): {"ID", "true", "false"},
-    ("@rate_limit", "max"): {"INT"}, ("@rate_limit", "window"): {"INT"},
-    ("@webhook", "provider"): {"ID"}, ("@webhook", "secret"): {"STR"},
-    ("@webhook", "replay_window_secs"): {"INT"}, ("@webhook", "idempotent"): {"ID", "true", "false"},
+    ("@ai", "model"): _STR, ("@ai", "max_iterations"): _INT, ("@ai", "task_category"): _NAME,
+    ("@ai", "tier_max"): _NAME,
+    ("@prompt", "redact"): _LIST, ("@prompt", "schema"): _NAME, ("@prompt", "stage"): _NAME,
+    ("@subagent", "budget_usd"): _INT | {"FLOAT"}, ("@subagent", "complexity"): _INT,
+    ("@subagent", "description"): _STR, ("@subagent", "max_depth"): _INT,
+    ("@subagent", "parallel"): _BOOL, ("@subagent", "policy"): _NAME,
+    ("@search", "corpus"): _NAME, ("@search", "into"): _NAME, ("@search", "policy"): _NAME | _STR,
+    ("@search", "query"): _NAME | _STR, ("@search", "top_k"): _INT,
+    ("@hole", "cache_key"): _NAME | _STR, ("@hole", "constraints"): _LIST,
+    ("@hole", "reviewer"): _NAME, ("@hole", "spec"): _NAME | _STR,
+    ("@pii", "class"): (_ID, ":"),
+    ("@cors", "allow_credentials"): _ID | _BOOL, ("@cors", "origins"): _STR | _LIST,
+    ("@rate_limit", "by"): _ID, ("@rate_limit", "max"): _INT, ("@rate_limit", "max_requests"): _INT,
+    ("@rate_limit", "window"): _INT, ("@rate_limit", "window_secs"): _INT,
+    ("@embed", "dimensions"): _INT, ("@embed", "model"): _STR, ("@embed", "source_field"): _STR,
+    ("@webhook", "idempotent"): _ID | _BOOL, ("@webhook", "provider"): _ID,
+    ("@webhook", "replay_window_secs"): _INT, ("@webhook", "secret"): _STR,
+    ("@layer", "tier"): _ID,
+    ("@inference", "model"): _STR,
 }
-FN_DECO_BALANCED = frozenset(("@auth", "@offline_capable", "@collaborative"))  # any balanced (…)
+FN_DECO_BALANCED = frozenset(("@auth", "@offline_capable", "@collaborative"))  # (…), parens balanced
 FN_DECO_EXPR = frozenset(("@require", "@invariant", "@ensure"))
 FN_DECO = FN_DECO_BARE | frozenset(FN_DECO_ITEMS) | FN_DECO_BALANCED | FN_DECO_EXPR
 AI_DECOS = frozenset(("@ai", "@prompt", "@subagent", "@search", "@hole"))
@@ -62,7 +77,8 @@ HTML_TAGS = frozenset(("abbr article aside audio b blockquote br button canvas c
                        "option param pre q script section select small source span strong style "
                        "summary table tbody td textarea tfoot th thead title tr track video svg "
                        "path circle rect line polyline polygon g defs use text ellipse stop mask "
-                       "pattern symbol marker tspan filter image").split())
+                       "pattern symbol marker tspan filter image clip_path foreign_object "
+                       "linear_gradient radial_gradient fe_gaussian_blur").split())
 FORM_FLAGS = frozenset(("required", "optional", "hidden"))
 FORM_ARG = {"label": "STR", "pattern": "STR", "max_len": "INT", "min_len": "INT"}
 

@@ -135,53 +135,62 @@ class Parser(DeclParser, UIParser, ExprParser):
             j -= 1
         return self.e[j] if j >= 0 else 0
 
-    def balanced(self) -> str:
-        """A parenthesised argument list taken verbatim (decorator arguments)."""
+    def balanced(self, parens_only: bool = False) -> str:
+        """A parenthesised argument list taken verbatim (decorator arguments); with
+        `parens_only` only `(` and `)` count, as the reference does for @auth and its kin."""
         start = self.i
         self.expect("(", "'('")
         depth, k = 1, self.k
+        opens, closes = (("(",), (")",)) if parens_only else (("(", "[", "{"), (")", "]", "}"))
         while depth:
             t = k[self.i]
-            if t == "EOF" or t == "USTR":
+            if t == "EOF":
                 self.fail("')' to close the argument list")
-            if t == "(" or t == "[" or t == "{":
+            if t in opens:
                 depth += 1
-            elif t == ")" or t == "]" or t == "}":
+            elif t in closes:
                 depth -= 1
             self.i += 1
         return self.text[self.s[start]:self.e[self.i - 1]]
 
     def deco_items(self, deco: str) -> str:
-        """`( item, … )` of a decorator whose items are single tokens (see FN_DECO_ITEMS)."""
+        """`( item, … )` of a decorator whose items are single tokens or keyed values (see
+        FN_DECO_ITEMS and FN_DECO_TYPED_KEYS)."""
         k = self.k
         keys = FN_DECO_ITEMS[deco]
         start = self.i
         self.i += 1
         self.skip_nl()
         while k[self.i] != ")":
-            typed = None
             if k[self.i] == "ID" and keys is not None:
-                sep, required = keys
+                sep, required, untyped_any = keys
                 typed = FN_DECO_TYPED_KEYS.get((deco, self.t[self.i]))
+                if type(typed) is tuple:
+                    typed, sep, required = typed[0], typed[1], True
                 self.i += 1
                 if required:
                     self.expect(sep, f"'{sep}' after the argument name")
                 elif sep and k[self.i] == sep:
                     self.i += 1
-            if typed is None:
-                if k[self.i] == "EOF":
-                    self.fail("')' to close the decorator arguments")
-                self.i += 1                     # the value: one token, whatever it is
-            elif k[self.i] in typed:
-                self.i += 1
-                if k[self.i - 1] == "[":
-                    self.token_list("]")
+                if typed is None and untyped_any:
+                    self.any_token()
+                elif typed is not None and k[self.i] in typed:
+                    self.i += 1
+                    if k[self.i - 1] == "[":
+                        self.token_list("]")
+            else:
+                self.any_token()
             if k[self.i] != ",":
                 break
             self.i += 1
             self.skip_nl()
         self.expect(")", "')' to close the decorator arguments")
         return self.text[self.s[start]:self.e[self.i - 1]]
+
+    def any_token(self) -> None:
+        if self.k[self.i] == "EOF":
+            self.fail("')' to close the decorator arguments")
+        self.i += 1
 
     def token_list(self, close: str) -> None:
         """Single tokens separated by commas through `close` (its opener already consumed):
@@ -287,7 +296,7 @@ class Parser(DeclParser, UIParser, ExprParser):
                 self.i += 1
                 args = None
                 if k[self.i] == "(":
-                    args = self.balanced() if d in FN_DECO_BALANCED else self.deco_items(d)
+                    args = self.balanced(parens_only=True) if d in FN_DECO_BALANCED else self.deco_items(d)
                 decos.append(A.Decorator(self.s[d0], self.e[self.i - 1], d, args))
             elif d in FN_DECO_EXPR:
                 self.i += 1

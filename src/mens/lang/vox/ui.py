@@ -4,6 +4,7 @@ and fragments. A mixin of `parser.Parser` (it uses its helpers)."""
 from __future__ import annotations
 
 from mens.lang.vox import ast as A
+from mens.lang.vox.grammar import NAME
 
 
 class UIParser:
@@ -56,7 +57,7 @@ class UIParser:
             if t != ".":
                 return classes
             self.i += 1
-            if k[self.i] != "ID" and k[self.i] != "TY":
+            if k[self.i] not in NAME:                        # soft keywords are fine: `.state`, `.type`
                 self.fail("a class name after '.'")
             classes.append(self.t[self.i])
             self.i += 1
