@@ -55,7 +55,6 @@ def _pack():
     return _PACK
 
 
-@pytest.mark.xfail(strict=False, reason="parser being brought to the reference")
 @pytest.mark.parametrize("case", sorted(VERDICTS))
 def test_case_matches_reference(case: str):
     want = VERDICTS[case]
