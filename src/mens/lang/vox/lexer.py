@@ -2,14 +2,18 @@
 
 Token kinds are strings: a keyword, symbol or decorator is its own text (`"fn"`, `"=="`,
 `"@test"`); the rest are `ID` (lower-case identifier), `TY` (upper-case identifier), `INT`,
-`FLOAT`, `DEC`, `STR`, `USTR` (a string still open at end of input), `NL` and `EOF`. There is
+`FLOAT`, `DEC`, `STR` (double-quoted), `SSTR` (single-quoted: the reference's parser tells them
+apart), `NL` and `EOF`. The token stream is the reference lexer's, token for token (checked by
+differential fuzzing of `--tokens`). There is
 no per-token Python code: `findall` yields (skipped, token) pairs, offsets are running sums and
 kinds come from a dict, all at C speed, which is what the parse-speed target (>= 1 MB/s on one
 core) needs. Line and column are computed from an offset only when someone asks (errors, spans),
 by bisecting the line-start table.
 
-Quirk kept from the reference lexer: characters that form no token (`;` `!` `&`, a bare `@`,
-non-ASCII letters outside strings) are dropped; each one is reported as a warning.
+Quirks kept from the reference lexer: characters that form no token (`;` `!` `&`, a bare `@`,
+non-ASCII letters outside strings, a lone `\r`), integers beyond 64 bits, unclosed strings and
+the `@`-prefix of an unknown decorator are error tokens, which its parser never sees: they are
+dropped here, each reported as a warning.
 """
 
 from __future__ import annotations
