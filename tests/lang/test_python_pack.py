@@ -87,3 +87,171 @@ def test_spans_survive_crlf_form_feeds_and_line_separators():
     text = 'A = "x\u2028y"\r\n\x0c\r\n# \x0c comment\r\ndef f():\r\n    return 1\r\n'
     f = next(c for c in pack.analyze(text).constructs if c.name == "f")
     assert text[f.span.start:f.span.end] == "def f():\r\n    return 1"
+
+
+# ---------------------------------------------------------------- viable prefixes
+
+SYNTAX = '''"""Much of Python's syntax, for prefix tests."""
+from __future__ import annotations
+
+import re as _re
+from dataclasses import dataclass, field
+
+LIMIT: int = 1_000_000
+HEX, OCT, BIN, FLT, CPX = 0xFF_FF, 0o17, 0b1010, 1.5e-3, 2j
+PATTERN = _re.compile(rb"\\d+" + rb'[a-z]')
+TEXT = u"caf\\u00e9 \\N{DEGREE SIGN} \\x41" 'implicit' "concat" f"{LIMIT!r:>{10}}" F'{"q"}'
+DOC = """triple
+quoted with 'quotes' and \\"escapes\\"
+"""
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float = 0.0
+    y: float = field(default=0.0)
+
+    def __add__(self, other: "Point") -> Point:
+        return Point(self.x + other.x, self.y + other.y)
+
+
+async def fetch(urls: list[str], *, retries=3, **kw) -> dict[str, bytes]:
+    async with kw.get("session") as s:
+        async for url in s.stream(urls):
+            yield await s.get(url, timeout=kw.pop("t", None))
+
+
+def classify(value, /, scale=1, *args, key=lambda v: -v, **extra):
+    match value:
+        case {"kind": "point", "x": x, **rest} if x > 0:
+            return f"point {x!r:>{scale}} {rest}"
+        case [first, *others] | (first, *others):
+            return first, others
+        case Point(x=0, y=0) | None:
+            return "origin"
+        case _:
+            pass
+    if (n := len(args)) > 2 and not extra or value is ...:
+        return [i * n for i in range(n) if i % 2 == 0 and i != 3]
+    elif n >= 1 or value in {1, 2} and n <= 10:
+        return {k: v for k, v in extra.items()}
+    else:
+        try:
+            result = value[1:-1:2] @ scale
+        except (TypeError, ValueError) as exc:
+            raise RuntimeError("bad") from exc
+        else:
+            result = ~result << 2 >> 1 | 4 & 5 ^ 6
+        finally:
+            del extra
+    while True:
+        global LIMIT
+        LIMIT //= 2; LIMIT -= 1
+        if LIMIT < 10:
+            break
+        continue
+    assert value is not None, \\
+        "a message"
+    with open("f") as f, open("g") as g:
+        lines = [*f, *g]
+    return key(value) if value else sorted(lines, key=lambda s: (len(s), s))[::-1]
+
+
+def group(tasks):
+    try:
+        pass
+    except* (KeyError, OSError) as eg:
+        return eg
+
+
+def counter():
+    count = 0
+
+    def inc(step=1):
+        nonlocal count
+        count += step
+        return count
+    return inc
+'''
+
+
+def _real_programs():
+    import bisect
+    import codeop
+    import colorsys
+    import inspect
+
+    return [SOURCE, SOURCE.replace("\n", "\r\n"), SYNTAX] + [inspect.getsource(m) for m in (bisect, colorsys, codeop)]
+
+
+def test_every_prefix_of_a_real_program_is_viable():
+    pack = get_pack("python")
+    for program in _real_programs():
+        assert pack.check(program) is None
+        for cut in range(len(program) + 1):
+            assert pack.viable_prefix(program[:cut]), repr(program[max(0, cut - 60):cut])
+
+
+def test_prefixes_ending_inside_a_token_or_a_construct_are_viable():
+    pack = get_pack("python")
+    for text in ["def f(", "x = [1,", "if a:\n", "if a:\n    ", "class A:\n    ", "class A:\n    def f(self):\n",
+                 "if a", "x = 1 +", "def f() -", "lambda", "@", "@dec\n", "try:\n    pass\n", "x = (1,\n  2",
+                 "x = 1 + \\", "x = 'ab", "x = 'ab\\", 'x = """ab\ncd', "x = f'abc {y", "x = b'", "x = 'a' f",
+                 "x = 1 i", "x = [i fo", "x = for", "return return", "ret", "match x", "match x:\n    cas",
+                 "x = 0x", "x = 1e", "x = 1e-", "x = 01", "x = 1_", "x = .", "x = ..", "if a =", "if a !",
+                 "(x :", "{1: 2, *", "# a comment", "x = 1  # tail", "if a:\n    x\nel", "try:\n    pass\nexcept*",
+                 ""]:
+        assert pack.viable_prefix(text), repr(text)
+
+
+def test_prefixes_that_no_continuation_can_mend_are_not_viable():
+    pack = get_pack("python")
+    for text in ["def f(:", "x = )", ")", "1 +* 2", "1 +* ", "return return ", "return return 1", "x = (1,]",
+                 "x ==== 1", "import 1", "a b c", "f(**)", "lambda: :", "else:", "x = 1\n  y", "if a:\nb ",
+                 "class A:\n    def f(self):\n        pass\n  y = 1", "x = 'ab\ny = 1", "x = 'ab\n",
+                 "x = 1 foo ", "x = )\n# comment", "def f():\n    return\n  x", "@dec\nx = 1", "x = 1 \\ y",
+                 "a\x00b"]:
+        assert not pack.viable_prefix(text), repr(text)
+
+
+def test_a_broken_prefix_stays_broken_whatever_follows():
+    """Mutate a real program (drop, insert or swap characters) and judge every prefix after the
+    mutation: once one is not viable, no longer one may be (the judgement is consistent)."""
+    import random
+
+    pack, rng = get_pack("python"), random.Random(7)
+    rejected = 0
+    for _ in range(60):
+        pos = rng.randrange(len(SYNTAX))
+        op = rng.choice("dis")
+        if op == "d":
+            mutant = SYNTAX[:pos] + SYNTAX[pos + rng.randint(1, 3):]
+        elif op == "i":
+            mutant = SYNTAX[:pos] + rng.choice(")]}:=,([{.'\"\\ \n\tx1+*#@!") + SYNTAX[pos:]
+        else:
+            mutant = SYNTAX[:pos] + SYNTAX[pos + 1:pos + 2] + SYNTAX[pos] + SYNTAX[pos + 2:]
+        broken_at = None
+        for cut in range(pos, min(len(mutant), pos + 60) + 1):
+            viable = pack.viable_prefix(mutant[:cut])
+            if broken_at is None and not viable:
+                broken_at = cut
+            assert broken_at is None or not viable, (mutant[pos - 30:broken_at], mutant[broken_at:cut])
+        rejected += broken_at is not None
+    assert rejected > 20  # most mutants are caught within 60 characters
+
+
+def test_viable_prefix_is_cheap_enough_per_candidate_token():
+    import time
+
+    from mens.lang import python as py
+
+    pack = get_pack("python")
+    program = (SYNTAX * 2)[:2200]
+    times = []
+    for cut in range(1950, 2150, 10):  # ~2 KB prefixes ending all over the place; uncached
+        start = time.perf_counter()
+        py._viable.__wrapped__(program[:cut])
+        times.append(time.perf_counter() - start)
+    times.sort()
+    assert times[len(times) // 2] < 0.005, times  # typically ~0.2 ms
+    assert pack.viable_prefix(program[:2000]) is pack.viable_prefix(program[:2000])  # cached answer

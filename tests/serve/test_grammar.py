@@ -157,3 +157,49 @@ def test_grammar_modes_through_the_api(tiny_model_dir):
         assert exc.value.status_code == 400
     finally:
         server.close()
+
+
+def test_python_pack_constraint_on_prefixes():
+    """The Python pack now answers for unfinished code, so grammar mode has something to keep."""
+    c = Constraint.for_language("python")
+    source = "def add(a, b):\n    return a + b\n\n\nclass A:\n    x = [1, 2]\n"
+    for cut in range(len(source)):
+        assert c.allows(source[:cut], prefix=""), repr(source[:cut])
+    assert c.allows(source, prefix="", final=True) and not c.allows(source[:10], prefix="", final=True)
+    assert c.whole_mode_prefix("def f(") == "def f(" and c.whole_mode_prefix("Write a function") is None
+    assert not c.allows("x = )", prefix="") and not c.allows(" :", prefix="def f(")
+    assert c.allows("Sure:\n```python\ndef f(x):\n    return x\n```\n") and not c.allows("```py\ndef f(:")
+
+
+def test_python_grammar_through_the_server(tiny_model_dir):
+    """`mens serve --grammar python` (build_server as the CLI calls it) over a tiny random model: left
+    alone, its completion of a Python prompt soon stops being Python; constrained, prompt plus
+    completion stays a viable prefix, and the engine turned tokens away to keep it so."""
+    from live_server import LiveServer
+    from mens.lang import get_pack
+    from mens.serve.app import build_server
+
+    pack = get_pack("python")
+    app, engine = build_server(str(tiny_model_dir), name="py", grammar="python", device="cpu")
+    server = LiveServer(app, engine)
+    try:
+        client = server.client()
+        prompt = "def add(a, b):\n    return a +"
+        runs = [dict(temperature=0)] + [dict(temperature=1.0, seed=s) for s in range(3)]
+
+        def complete(grammar, **sampling):
+            return client.completions.create(model="py", prompt=prompt, max_tokens=24, **sampling,
+                                             extra_body={"grammar": grammar}).choices[0].text
+
+        kept = [complete("auto", **r) for r in runs]       # auto: the prompt is code → whole mode
+        free = [complete("off", **r) for r in runs]
+        assert all(pack.viable_prefix(prompt + t) for t in kept), kept
+        assert not all(pack.viable_prefix(prompt + t) for t in free), free
+        assert kept[0] != free[0]
+        stats = engine.snapshot()
+        assert stats["grammar_rejections"] > 0 and stats["grammar_fallbacks"] == 0
+        chat = client.chat.completions.create(model="py", messages=[{"role": "user", "content": "code"}],
+                                              max_tokens=16, temperature=0, extra_body={"grammar": "whole"})
+        assert pack.viable_prefix(chat.choices[0].message.content)
+    finally:
+        server.close()

@@ -9,8 +9,11 @@ is the module docstring (its first paragraph becomes `description`).
 from __future__ import annotations
 
 import ast
+import codeop
+import functools
 import hashlib
 import io
+import keyword
 import re
 import tokenize
 import warnings
@@ -45,6 +48,13 @@ class PythonPack(LanguagePack):
             shape = _token_shape(text)
         return hashlib.sha256(shape.encode("utf-8")).hexdigest()[:16]
 
+    def viable_prefix(self, text: str) -> bool:
+        """Could `text` still grow into a module that parses? True for every prefix of a valid
+        program, also one that ends inside a word, string, number or operator; False once an
+        error stands that no continuation can undo (`def f(:`, `x = )`, an unmatched `)`, a bad
+        dedent, a string that a newline already cut off)."""
+        return _viable(text)
+
     def metadata(self, text: str) -> dict:
         tree, error = _parse(text)
         if error is not None:
@@ -65,6 +75,104 @@ def _parse(text: str) -> tuple[ast.Module | None, Diagnostic | None]:
         return None, Diagnostic(exc.lineno or 1, max(exc.offset or 1, 1), exc.msg)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return None, Diagnostic(1, 1, str(exc) or type(exc).__name__)
+
+
+# ------------------------------------------------------------------ viable prefixes
+#
+# CPython's parser says "incomplete input" (the flag codeop uses for the REPL) when it failed only
+# because it wanted tokens past the end of the source: an open bracket, a block header waiting for
+# its body, a triple-quoted string. Around that flag:
+# - the last line is continued with a backslash, because the implicit newline at EOF would end a
+#   line that is merely unfinished (`if a`, `x = 1 +`, `def f() -`);
+# - a string open at the end is replaced by an empty one and the text judged again: the tokenizer
+#   raises about it before the parser has checked that a string may stand there;
+# - the last token may be half typed, so a failing text is judged again with that token grown:
+#   a word into a keyword (`i` → `if`), a keyword into a name (`for` → `format`), a word into a
+#   string prefix (`f` → `f''`), a number into one with digits (`0x`, `1e-`, `01` → `01.`), an
+#   operator into a longer one (`=` → `==`, `-` → `->`, `.` → `...`).
+# Every rewrite only appends to the text (or empties a string at its end), so an accepted prefix
+# really has a continuation that the parser takes.
+
+_INCOMPLETE = ast.PyCF_ONLY_AST | getattr(codeop, "PyCF_ALLOW_INCOMPLETE_INPUT", 0x4000)
+_KEYWORDS = tuple(keyword.kwlist) + tuple(keyword.softkwlist)
+_STRING_PREFIXES = frozenset({"r", "u", "f", "b", "br", "rb", "fr", "rf"})
+_LAST_WORD = re.compile(r"(?<!\w)[^\W\d]\w*\Z")
+_GLUED_WORD = re.compile(r"(?<=\d)[a-z]+\Z")
+_LAST_NUMBER = re.compile(r"(?<![\w.])\.?\d[\w.]*(?:[eE][+-])?\Z")
+_LONGER_OP = {"!": ("=",), "=": ("=",), ":": ("=",), "-": (">",), "*": ("*",), ".": ("..", "0")}
+_UNTERMINATED = re.compile(r"unterminated (?:triple-quoted )?(?:f-)?string literal \(detected at line (\d+)\)")
+_STRING_START = re.compile(r"[rRuUfFbB]{0,2}('''|\"\"\"|'|\")")
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
+@functools.lru_cache(maxsize=512)
+def _viable(text: str) -> bool:
+    # Cached: constrained decoding asks about the same text more than once (the keyword fallback
+    # in mens.serve.grammar re-asks about the code before a word).
+    return _judge(text, grow_last_token=True)
+
+
+def _judge(text: str, grow_last_token: bool, depth: int = 0) -> bool:
+    backslashes = len(text) - len(text.rstrip("\\"))
+    source = text + ("\n" if backslashes % 2 else "\\\n")  # an odd backslash already continues
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, "<prefix>", "exec", _INCOMPLETE)
+        return True
+    except SyntaxError as exc:
+        err = exc
+    except (ValueError, RecursionError, MemoryError):  # null bytes, absurd nesting
+        return False
+    closed = _close_open_string(text, source, err)
+    if closed is not None:
+        return bool(closed) and depth < 3 and _judge(closed, grow_last_token, depth + 1)
+    if err.msg == "incomplete input":
+        return True
+    return grow_last_token and any(_judge(t, False, depth + 1) for t in _grown(text))
+
+
+def _close_open_string(text: str, source: str, err: SyntaxError) -> str | bool | None:
+    """`text` with the string left open at its end emptied and closed; False when a string was
+    cut off by a newline before the end (nothing appended can close it); None when the error is
+    not about a string."""
+    unterminated = _UNTERMINATED.match(err.msg or "")
+    if unterminated is None and err.msg != "incomplete input":
+        return None
+    if unterminated is not None and int(unterminated.group(1)) != len(_LINE_BREAK.findall(source)) + 1:
+        return False
+    # The error points at the string's first character (1-based line, character offset).
+    starts = _LineOffsets(text).starts
+    if not err.lineno or err.lineno > len(starts) - 1:
+        return None
+    start = starts[err.lineno - 1] + (err.offset or 1) - 1
+    m = _STRING_START.match(text, start)
+    if m is None or (unterminated is None and m.group(1) in text[m.end():]):
+        return None  # "incomplete input" at a complete string: nothing to close
+    return text[:m.end()] + m.group(1)
+
+
+def _grown(text: str) -> list[str]:
+    """Texts in which the half-typed last token of `text` is grown into one the parser may want."""
+    out: list[str] = []
+    word = _LAST_WORD.search(text)
+    if word:
+        head, w = text[:word.start()], word.group()
+        out += [head + k for k in _KEYWORDS if k.startswith(w) and k != w]
+        if keyword.iskeyword(w):
+            out.append(text + "_")  # no keyword has an underscore: now it is a name
+        if w.lower() in _STRING_PREFIXES:
+            out.append(text + "''")
+    if _LAST_NUMBER.search(text):
+        out += [text + "0", text + "."]
+        glued = _GLUED_WORD.search(text)  # `0a` on its way to `0and`: a keyword may touch a number
+        if glued:
+            out += [text[:glued.start()] + k for k in keyword.kwlist if k.startswith(glued.group())]
+    if text.endswith(".."):
+        out.append(text + ".")
+    elif text[-1:] in _LONGER_OP:
+        out += [text + more for more in _LONGER_OP[text[-1]]]
+    return out
 
 
 def _token_shape(text: str) -> str:

@@ -6,11 +6,12 @@ The grammar comes from an installed per-language wheel (`tree-sitter-rust` → m
 tree's first ERROR or MISSING node; constructs are the top-level named nodes (comments and
 attributes excepted), with common node types mapped to taxonomy kinds and any other kept as its
 node type; the doc of a construct is the comment block just above it. The structural hash covers
-the leaf tokens without comments.
+the leaf tokens without comments. `viable_prefix` reads tree-sitter's error recovery (below).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -51,6 +52,12 @@ HASH_COMMENTS = {"bash", "ruby", "elixir", "julia", "r", "perl", "make", "yaml",
 DASH_COMMENTS = {"lua", "haskell", "sql", "elm", "ada"}
 _ATTRIBUTES = {"attribute_item", "inner_attribute_item", "decorator", "attribute", "annotation",
                "marker_annotation"}
+_PAIRS = {"(": ")", "[": "]", "{": "}", "${": "}"}
+_UNPAIRED_BRACKETS = {"bash"}  # `case x in a)`: a `)` that closes nothing
+_LAST_WORD = re.compile(r"(?<!\w)[^\W\d]\w*\Z")
+_LAST_NUMBER = re.compile(r"(?<![\w.])\d[\w.]*(?:[eE][+-])?\Z")
+_LAST_PUNCT = re.compile(r"[^\w\s]{1,3}\Z")
+_OPENER = re.compile(r"[A-Za-z]{0,2}(#*)([\"'`])")
 
 
 def _load_language(name: str):
@@ -89,6 +96,13 @@ class TreeSitterPack(LanguagePack):
         self.extensions = EXTENSIONS.get(name, ())
         self.fence_tags = (name,) + FENCE_ALIASES.get(name, ())
         self.comment_prefixes = ("#",) if name in HASH_COMMENTS else ("--",) if name in DASH_COMMENTS else ("//",)
+        lang = self.language
+        # The grammar's literal tokens (keywords, operators, quotes): what a half-typed last token
+        # may be growing into.
+        self._tokens = tuple(sorted({lang.node_kind_for_id(i) for i in range(lang.node_kind_count)
+                                     if not lang.node_kind_is_named(i) and lang.node_kind_is_visible(i)}))
+        self._lookahead: dict[int, frozenset[int]] = {}
+        self._viable = functools.lru_cache(maxsize=512)(self._judge)
 
     def __reduce__(self):
         # Rebuilt by name in worker processes (the parser itself does not pickle).
@@ -143,6 +157,109 @@ class TreeSitterPack(LanguagePack):
                 doc = _comment_text(comments, self.comment_prefixes)
             out.append(Construct(kind, name, span, doc))
             comments, attrs = [], []
+        return out
+
+    def viable_prefix(self, text: str) -> bool:
+        """Could `text` still grow into a source that parses? True when it parses, or when its
+        ERROR and MISSING nodes all sit at the end of the input (tree-sitter wraps input that ends
+        early in an ERROR running to EOF, or inserts a MISSING closer there) and no token inside
+        those ERRORs was one the parser could not take where it stood; also when growing the last,
+        half-typed token (a keyword, an operator, a number's digits, a string's closing quote)
+        makes it so. An approximation: error recovery is heuristic."""
+        return self._viable(text)
+
+    def _judge(self, text: str, grow_last_token: bool = True) -> bool:
+        data = text.encode("utf-8")
+        root = self.parser.parse(data).root_node
+        if not root.has_error:
+            return True
+        first_bad = self._first_bad_error(root, len(data))
+        if first_bad is None:
+            return True
+        return grow_last_token and any(self._judge(t, False) for t in self._grown(text, first_bad))
+
+    def _first_bad_error(self, root, size: int):
+        """The first error that no further input can mend, or None. Besides ERROR and MISSING
+        nodes before the last token, a token can be one: a bracket that closes nothing, or a token
+        inside an ERROR that the parse state tree-sitter recorded for it does not accept (how a
+        wrong last token shows, since the ERROR it sits in runs to the end like an unfinished one)."""
+        end, node = 0, root
+        while node.child_count:  # the end of the last real token (comments and MISSING excepted)
+            kids = [c for c in node.children if not c.is_missing and "comment" not in c.type]
+            if not kids:
+                break
+            node = kids[-1]
+            end = node.end_byte
+        bad, opened, in_errors = [], [], []
+        # In document order, down the error spine only: error-free subtrees are complete, so
+        # balanced and acceptable where they stand.
+        stack = [(iter(root.children), False)]
+        while stack:
+            children, in_error = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+            elif "comment" in child.type or (child.is_extra and not child.is_error):
+                continue
+            elif child.is_missing or child.is_error:
+                if child.end_byte < end:
+                    bad.append(child)
+                stack.append((iter(child.children), True))
+            elif child.has_error:
+                stack.append((iter(child.children), in_error))
+            else:
+                if child.type in _PAIRS:
+                    opened.append(child.type)
+                elif child.type in (")", "]", "}") and self.name not in _UNPAIRED_BRACKETS:
+                    if not opened or _PAIRS[opened.pop()] != child.type:
+                        bad.append(child)
+                if in_error and child.child_count == 0:
+                    in_errors.append(child)
+        if in_errors and in_errors[-1].end_byte == size and re.fullmatch(rb"\w+", in_errors[-1].text or b""):
+            in_errors.pop()  # a word at the very end may still grow into another token
+        bad += [n for n in in_errors if not self._fits(n)]
+        return min(bad, key=lambda n: (n.start_byte, n.end_byte), default=None)
+
+    def _fits(self, node) -> bool:
+        """Does the parse state recorded for `node` take a node of its kind?"""
+        state = node.parse_state
+        if not state or state == 0xFFFF:  # none recorded
+            return True
+        symbols = self._lookahead.get(state)
+        if symbols is None:
+            it = self.language.lookahead_iterator(state)
+            symbols = self._lookahead[state] = frozenset(it.symbols() if it is not None else ())
+        return node.grammar_id in symbols or node.kind_id in symbols
+
+    def _grown(self, text: str, first_bad) -> list[str]:
+        """`text` with its half-typed last token grown into one of the grammar's: a keyword (or a
+        keyword into a name), a longer operator, a number with its digits; or with the string,
+        raw string or block comment open at its end closed."""
+        out: list[str] = []
+        word = _LAST_WORD.search(text)
+        if word:
+            head, w = text[:word.start()], word.group()
+            out += [head + k for k in self._tokens if k.startswith(w) and k != w and k[-1].isalnum()]
+            if w in self._tokens:
+                out.append(text + "_")
+        if _LAST_NUMBER.search(text):
+            out.append(text + "0")
+        punct = _LAST_PUNCT.search(text)
+        if punct:
+            p = punct.group()
+            for k in range(len(p), 0, -1):
+                out += [text[:-k] + t for t in self._tokens if t.startswith(p[-k:]) and len(t) > k]
+        escape = "\\" if (len(text) - len(text.rstrip("\\"))) % 2 else ""  # an odd backslash escapes
+        opener = _OPENER.match(first_bad.type if first_bad.is_missing else
+                               first_bad.text[:8].decode("utf-8", "replace"))
+        if opener:
+            out.append(text + escape + opener.group(2) + opener.group(1))
+        out += [text + escape + q for q in "\"'`" if q in text]
+        raw = re.findall(r'r(#+)"', text)
+        if raw:
+            out.append(text + escape + '"' + raw[-1])
+        if "/*" in text:
+            out.append(text + "*/")
         return out
 
     def structural_hash(self, text: str) -> str:
