@@ -14,6 +14,7 @@ class VoxParseError(Exception):
 
 NAME = frozenset("ID TY type on state derived effect mount cleanup view component http env to in".split())
 SEG = frozenset(("ID", "TY", "env", "http"))
+DECL_WORDS = frozenset(("routes", "url", "state_machine", "partial"))   # words that start declarations
 BINARY = {"|>": 1, "or": 3, "and": 5, "with": 5, "is": 7, "isnt": 7, "==": 7, "!=": 7,
           "<": 9, ">": 9, "<=": 9, ">=": 9, "+": 11, "-": 11, "*": 13, "/": 13, "%": 13}
 POSTFIX = frozenset(("(", ".", "["))
