@@ -157,6 +157,8 @@ class Parser(DecoratorParser, DeclParser, ConfigParser, UIParser, ExprParser):
         t = self.k[self.i]
         if t in SCRIPT_DECL:
             return True
+        if t == "http" or t == "env" or t == "agent":   # retired declarations, even here
+            return True
         # As in the reference, these words start a declaration whatever follows them.
         return t == "ID" and self.t[self.i] in ("routes", "url", "state_machine")
 
