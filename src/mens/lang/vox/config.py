@@ -11,12 +11,13 @@ TOKEN_KINDS = frozenset(("color", "spacing", "radius", "shadow", "font"))
 
 
 class ConfigParser:
-    def entries(self, entry, one_comma: bool = False) -> list:
+    def entries(self, entry, one_comma: bool = False, open_at_eof: bool = False) -> list:
         """The entries of a configuration block through its closing '}' (the '{' is already
         consumed): newlines between entries and no commas (the reference takes none in
         tokens, form, mobile, @v0 and routes blocks; url and state-machine entries may each be
-        followed by one, on their line: `one_comma`). `entry()` parses one and returns what
-        the declaration records of it (None: nothing)."""
+        followed by one, on their line: `one_comma`; @v0 props may be left open at the end of
+        input: `open_at_eof`). `entry()` parses one and returns what the declaration records of
+        it (None: nothing)."""
         k = self.k
         items = []
         while True:
@@ -24,6 +25,8 @@ class ConfigParser:
                 self.i += 1
             if k[self.i] == "}":
                 self.i += 1
+                return items
+            if open_at_eof and k[self.i] == "EOF":
                 return items
             item = entry()
             if item is not None:
@@ -252,19 +255,7 @@ class ConfigParser:
             self.expect("STR", "a double-quoted v0 chat id or 'from \"path\"' after @v0")
         name = self.name("a component name")
         self.expect("{", "'{' after the component name")
-        k = self.k
-        props = []
-        while True:
-            while k[self.i] == "NL":
-                self.i += 1
-            t = k[self.i]
-            if t == "}":
-                self.i += 1
-                break
-            if t == "EOF":          # the reference accepts a props block left open at the end
-                break
-            props.append(self.v0_prop())
-        return A.Decl(0, 0, "v0_component", name, props)
+        return A.Decl(0, 0, "v0_component", name, self.entries(self.v0_prop, open_at_eof=True))
 
     def v0_prop(self):
         prop = self.name("a prop name or '}'")
