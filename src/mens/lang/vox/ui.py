@@ -36,7 +36,7 @@ class UIParser:
     def style_rules(self) -> list[str]:
         """The style block after a component, as the reference reads it: a loop over `style {`
         headers (so `style {` may repeat inside an open block), `.class { property: "value" … }`
-        rules (a `.` also ends an unclosed rule) and `}`; where a rule does not go on as expected the block simply ends, and the
+        rules and `}`; where a rule does not go on as expected the block simply ends, and the
         module loop meets that token (so `color: red` fails at `red`, "unexpected at top
         level"); end of input ends it quietly. Only `.` without a class name is an error of
         the block itself."""
@@ -64,23 +64,25 @@ class UIParser:
             if k[self.i] != "{":
                 return classes
             self.i += 1
-            while True:                          # `property: "value"` lines through '}'
+            # `property: "value"` lines through '}'. Whatever does not fit ends the rule without
+            # being taken, and the block loop above looks at it; a property may lack its value
+            # (and then its ':') only right before the '}'.
+            while True:
                 self.skip_nl()
-                t = k[self.i]
-                if t == "}":
+                if k[self.i] == "}":
                     self.i += 1
                     break
-                if t == ".":                     # a new rule ends an unclosed one
+                if k[self.i] != "ID":
                     break
-                if t != "ID":
-                    return classes
                 self.i += 1
-                if k[self.i] != ":":
-                    return classes
-                self.i += 1
-                if k[self.i] != "STR":
-                    return classes
-                self.i += 1
+                if k[self.i] == ":":
+                    self.i += 1
+                    if k[self.i] == "STR":
+                        self.i += 1
+                        continue
+                if k[self.i] == "}":
+                    self.i += 1
+                break
 
     def member(self):
         k, i = self.k, self.i
