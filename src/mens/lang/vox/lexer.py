@@ -118,8 +118,7 @@ class Token(NamedTuple):
 class Lexed:
     """The token lists of one text, plus the dropped characters and a line table."""
 
-    __slots__ = ("text", "kinds", "texts", "starts", "ends", "dropped", "open_string",
-                 "open_strings", "_line_starts")
+    __slots__ = ("text", "kinds", "texts", "starts", "ends", "dropped", "open_strings", "_line_starts")
 
     def __init__(self, text: str):
         self.text = text
@@ -137,8 +136,7 @@ class Lexed:
         else:
             kinds, texts, starts, ends = [], [], [], []
         dropped: list[int] = []
-        # True when the text ends inside a string (viable_prefix: it may still be closed).
-        self.open_string = bool(kinds) and kinds[-1] == "USTR" and ends[-1] == len(text)
+        # Where unclosed strings began (dropped like the reference; errors after one mention it).
         self.open_strings = [starts[i] for i, k in enumerate(kinds) if k == "USTR"] if "USTR" in kinds else []
         if "DROP" in kinds or "USTR" in kinds:
             keep = [i for i, k in enumerate(kinds) if k != "DROP" and k != "USTR"]
