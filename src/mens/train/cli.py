@@ -129,7 +129,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _background(cfg, args.force_restart)
     from mens.train.loop import train
 
-    out = train(cfg, force_restart=args.force_restart)
+    try:
+        out = train(cfg, force_restart=args.force_restart)
+    finally:
+        _leave_process_group()
     if out.status == "interrupted":
         return 130
     if out.status == "completed":
@@ -137,6 +140,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         loss = f"{out.final_loss:.4f}" if out.final_loss is not None else "?"
         print(f"trained {out.steps} steps, final loss {loss}{val} → {out.run_dir}")
     return 0
+
+
+def _leave_process_group() -> None:
+    # Under torchrun a gloo group left to the interpreter's exit races its own threads' teardown and
+    # now and then aborts a rank ("terminate called without an active exception"): close it here.
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _background(cfg, force_restart: bool) -> int:
