@@ -25,6 +25,13 @@ class JsonlLogger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("a", encoding="utf-8")
+        if self._fh.tell() and not self._ends_with_newline():
+            self._fh.write("\n")  # a run killed mid-line: start the resumed run's events on a line of their own
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) == b"\n"
 
     def log(self, event: str, step: int, fields: dict[str, Any]) -> None:
         row = {"ts": round(time.time(), 3), "event": event, "step": step, **fields}
