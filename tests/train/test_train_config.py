@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mens.errors import MensError
@@ -45,7 +47,58 @@ def test_distributed_mode(tmp_path):
     yaml.write_text("distributed: fsdp\nbackend: qlora\n")
     assert resolve_config(base, str(yaml)).distributed == "fsdp"
     assert resolve_config({**base, "distributed": "ddp"}, str(yaml)).distributed == "ddp"  # flag wins
-    with pytest.raises(MensError, match="unknown distributed mode 'mpi'"):
+    with pytest.raises(MensError, match="unknown distributed value 'mpi'"):
         resolve_config({**base, "distributed": "mpi"})
     with pytest.raises(MensError, match="does not support --bench"):
         resolve_config({**base, "distributed": "fsdp", "bench": "examples/bench"})
+
+
+def test_every_field_is_a_flag_of_its_declared_type(tmp_path):
+    """The flags come from TrainConfig's fields: a field is declared once, with its help and group."""
+    import argparse
+    from dataclasses import fields
+
+    from mens.train.cli import add_config_flags, resolve
+    from mens.train.config import TrainConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    parser.add_argument("--config")
+    dests = {a.dest for a in parser._actions}
+    assert {f.name for f in fields(TrainConfig)} <= dests
+    args = parser.parse_args(["--model", "m", "--data-dir", "d", "-o", "o", "--lr", "3e-4", "--no-packing",
+                              "--dora", "--adam-betas", "0.8", "0.95", "--report-to", "tensorboard",
+                              "--max-steps", "7", "--preset", "cpu"])
+    cfg = resolve(args)
+    assert (cfg.lr, cfg.packing, cfg.dora, cfg.adam_betas, cfg.max_steps) == (3e-4, False, True, (0.8, 0.95), 7)
+    assert cfg.report_to == ["jsonl", "tensorboard"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--max-steps", "many"])
+
+
+@pytest.mark.parametrize("line, message", [
+    ("lr: fast\n", "lr must be a number, got 'fast'"),
+    ("max_steps: 2.5\n", "max_steps must be a whole number"),
+    ("packing: maybe\n", "packing must be true or false"),
+    ("adam_betas: [0.9]\n", "adam_betas must be two numbers"),
+    ("report_to: tensorboard\n", "report_to must be a list of strings"),
+    ("backend: lorax\n", "unknown backend value 'lorax'"),
+])
+def test_wrong_yaml_types_are_named(tmp_path, line, message):
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text(line)
+    with pytest.raises(MensError, match=re.escape(message)):
+        resolve_config({"model": "m", "data_dir": "d", "output_dir": "o"}, str(yaml))
+
+
+def test_yaml_reads_exponents_without_a_dot_and_refuses_binary(tmp_path):
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("lr: 2e-4\nepochs: 3\n")  # YAML 1.1 reads 2e-4 as a string
+    cfg = resolve_config({"model": "m", "data_dir": "d", "output_dir": "o"}, str(yaml))
+    assert cfg.lr == 2e-4 and cfg.epochs == 3.0
+    yaml.write_bytes(b"lr: \xff\xfe\n")
+    with pytest.raises(MensError, match="not UTF-8"):
+        resolve_config({"model": "m"}, str(yaml))
+    yaml.write_text("lr: " + "[" * 100_000 + "\n")
+    with pytest.raises(MensError):
+        resolve_config({"model": "m"}, str(yaml))

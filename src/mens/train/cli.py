@@ -13,16 +13,6 @@ from pathlib import Path
 
 from mens.progress import say
 
-# flag → TrainConfig field, for the flags whose names differ only by dashes
-_PASS = ("model", "data_dir", "output_dir", "backend", "preset", "device", "dtype", "distributed", "lora_r",
-         "lora_alpha", "lora_dropout", "target_modules", "dora", "lr", "warmup_steps", "weight_decay", "max_grad_norm",
-         "epochs", "max_steps", "seq_len", "micro_batch", "grad_accum", "seed", "packing", "ce_last_k",
-         "min_rating", "system_prompt", "lenient", "val_split", "raw_text", "scratch_shape", "scratch_layers",
-         "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions", "scratch_dropout",
-         "log_interval", "eval_interval", "save_interval", "keep_checkpoints", "bench", "bench_every", "bench_limit", "gradient_checkpointing",
-         "loss_chunk", "tokens_per_pass", "report_to", "upstream_model_id", "license", "attribution_required")
-
-
 def register(sub) -> None:
     p = sub.add_parser("train", help="fine-tune a model (QLoRA/LoRA/full) or train one from scratch",
                        description="Fine-tune any Hugging Face causal LM on DIR/train.jsonl, or train a small "
@@ -32,68 +22,11 @@ def register(sub) -> None:
                        "training process re-executes itself on (auto: tcmalloc, then jemalloc, when installed; "
                        "about 2x faster CPU training than glibc's). Under torchrun the same command trains "
                        "data-parallel (--distributed). See docs/training.md.")
-    g = p.add_argument_group("what to train")
-    g.add_argument("--model", help="base model: a local HF model directory or a hub id")
-    g.add_argument("--data-dir", help="directory with train.jsonl (and optionally val.jsonl)")
-    g.add_argument("--output-dir", "-o", help="run directory (adapter, manifest, telemetry, checkpoints)")
-    g.add_argument("--config", help="YAML file of TrainConfig fields")
-    g.add_argument("--preset", help="tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)")
-    g.add_argument("--backend", choices=("qlora", "lora", "full", "scratch"), help="default qlora")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
-    g.add_argument("--dtype", choices=("auto", "bf16", "fp16", "fp32"))
-    g.add_argument("--distributed", choices=("auto", "ddp", "fsdp"),
-                   help="under torchrun: ddp (each rank holds the model) or fsdp (weights, gradients and "
-                   "optimizer state sharded across ranks); default auto = ddp")
-    g = p.add_argument_group("adapters")
-    g.add_argument("--lora-r", type=int)
-    g.add_argument("--lora-alpha", type=int)
-    g.add_argument("--lora-dropout", type=float)
-    g.add_argument("--target-modules", help="comma-separated module names (default all-linear)")
-    g.add_argument("--dora", action="store_true", default=None, help="DoRA instead of plain LoRA")
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--lr", type=float)
-    g.add_argument("--warmup-steps", type=int)
-    g.add_argument("--weight-decay", type=float)
-    g.add_argument("--max-grad-norm", type=float)
-    g.add_argument("--epochs", type=float)
-    g.add_argument("--max-steps", type=int, help="optimizer steps (wins over --epochs)")
-    g.add_argument("--seq-len", type=int)
-    g.add_argument("--micro-batch", type=int, help="packed rows per micro-batch")
-    g.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (per process)")
-    g.add_argument("--seed", type=int)
-    g.add_argument("--gradient-checkpointing", choices=("auto", "on", "off"))
-    g.add_argument("--loss-chunk", type=int, help="rows per LM-head/cross-entropy chunk")
-    g.add_argument("--tokens-per-pass", type=int, help="tokens per forward/backward pass (a micro-batch may "
-                   "run in row groups; same gradients, less activation memory)")
-    g = p.add_argument_group("data")
-    g.add_argument("--no-packing", dest="packing", action="store_false", default=None)
-    g.add_argument("--ce-last-k", type=int, help="supervise only the last K assistant tokens")
-    g.add_argument("--min-rating", type=int, help="drop pairs rated below this (1-5)")
-    g.add_argument("--system-prompt", help="system prompt for pairs that have none")
-    g.add_argument("--lenient", action="store_true", default=None, help="skip malformed lines, counting them")
-    g.add_argument("--val-split", type=float, help="fraction held out when there is no val.jsonl")
-    g.add_argument("--raw-text", help="directory of text files trained on every token")
-    g = p.add_argument_group("scratch backend")
-    g.add_argument("--scratch-shape", help="scratch model preset (see mens.train.scratch)")
-    for name, typ in (("layers", int), ("heads", int), ("width", int), ("ffn", int), ("positions", int),
-                      ("dropout", float)):
-        g.add_argument(f"--scratch-{name}", type=typ)
+    add_config_flags(p)
     g = p.add_argument_group("run")
-    g.add_argument("--log-interval", type=int)
-    g.add_argument("--eval-interval", type=int, help="steps between validations (0 = at the end)")
-    g.add_argument("--save-interval", type=int, help="steps between checkpoints (0 = on stop only)")
-    g.add_argument("--keep-checkpoints", type=int)
-    g.add_argument("--bench", help="held-out bench (dir or .jsonl): log greedy pass@1 to telemetry while training")
-    g.add_argument("--bench-every", type=int, help="steps between bench runs (0 = only at the end)")
-    g.add_argument("--bench-limit", type=int, help="bench tasks per run (default 8)")
-    g.add_argument("--report-to", action="append", choices=("jsonl", "tensorboard"),
-                   help="extra metric sinks; telemetry.jsonl is always written")
+    g.add_argument("--config", help="YAML file of TrainConfig fields (keys = the flags' names)")
     g.add_argument("--force-restart", action="store_true", help="start over instead of resuming")
     g.add_argument("--background", action="store_true", help="detach; log to RUN/logs/train-<time>.log")
-    g = p.add_argument_group("provenance")
-    g.add_argument("--upstream-model-id")
-    g.add_argument("--license")
-    g.add_argument("--attribution-required", action=argparse.BooleanOptionalAction, default=None)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("probe", help="report the device, memory, bf16 support and recommended preset")
@@ -109,10 +42,43 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_status)
 
 
-def resolve(args: argparse.Namespace):
-    from mens.train.config import resolve_config
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, declared there (type, help, group, choices): a new field is
+    a new flag without touching this file. Every default is None = "not given", so YAML and
+    presets underneath still apply."""
+    from dataclasses import fields
 
-    flags = {name: getattr(args, name, None) for name in _PASS}
+    from mens.train.config import TrainConfig, field_type
+
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in fields(TrainConfig):
+        meta = f.metadata
+        group = groups.get(meta["group"]) or groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        flag, kind = meta.get("flag") or "--" + f.name.replace("_", "-"), field_type(f.name)
+        kw = dict(dest=f.name, default=None, help=meta.get("help"))
+        if kind is bool and f.default is True:
+            kw.update(action="store_false")            # --no-packing
+        elif kind is bool and f.default is False:
+            kw.update(action="store_true")             # --dora, --lenient
+        elif kind is bool:
+            kw.update(action=argparse.BooleanOptionalAction)
+        elif kind is list:
+            kw.update(action="append", choices=tuple(c for c in meta["choices"] if c != "none"))
+        elif kind is tuple:
+            kw.update(type=float, nargs=2, metavar=("B1", "B2"))
+        else:
+            metavar = meta.get("metavar") or (None if meta.get("choices") else {int: "N", float: "X"}.get(kind, "TEXT"))
+            kw.update(type=kind, choices=meta.get("choices"), metavar=metavar)
+        names = [flag, "-o"] if f.name == "output_dir" else [flag]
+        group.add_argument(*names, **kw)
+
+
+def resolve(args: argparse.Namespace):
+    from dataclasses import fields
+
+    from mens.train.config import TrainConfig, resolve_config
+
+    flags = {f.name: getattr(args, f.name, None) for f in fields(TrainConfig)}
     if flags.get("report_to"):
         flags["report_to"] = ["jsonl", *flags["report_to"]]
     recommended = None

@@ -8,6 +8,8 @@ command-line flags. The resolved config is printed into the manifest, so a run d
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -20,68 +22,89 @@ DTYPES = ("auto", "bf16", "fp16", "fp32")
 DISTRIBUTED = ("auto", "ddp", "fsdp")
 
 
+def opt(default: Any = None, help: str | None = None, *, group: str, choices: tuple[str, ...] | None = None,
+        flag: str | None = None, metavar: str | None = None, factory: Any = None) -> Any:
+    """A TrainConfig field and its `mens train` flag in one declaration (mens.train.cli reads the
+    metadata): the flag is `--field-name` unless `flag` names another; `choices` also validate."""
+    meta = {"help": help, "group": group, "choices": choices, "flag": flag, "metavar": metavar}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+_RUN, _ADAPT, _OPT, _SPEED, _DATA, _SCRATCH, _CADENCE, _PROV = (
+    "what to train", "adapters", "optimisation", "speed", "data", "scratch backend", "run", "provenance")
+
+
 @dataclass
 class TrainConfig:
     # what to train, on what, into where
-    model: str | None = None
-    data_dir: str | None = None
-    output_dir: str | None = None
-    backend: str = "qlora"
-    preset: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"               # compute dtype; qlora always computes in bf16
-    distributed: str = "auto"         # under torchrun: ddp | fsdp (auto = ddp); ignored in one process
+    model: str | None = opt(None, "base model: a local HF model directory or a hub id", metavar="PATH", group=_RUN)
+    data_dir: str | None = opt(None, "directory with train.jsonl (and optionally val.jsonl)", metavar="PATH", group=_RUN)
+    output_dir: str | None = opt(None, "run directory (adapter, manifest, telemetry, checkpoints)", metavar="PATH", group=_RUN)
+    backend: str = opt("qlora", "default qlora", group=_RUN, choices=BACKENDS)
+    preset: str | None = opt(None, "tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)", group=_RUN)
+    device: str = opt("auto", group=_RUN, choices=DEVICES)
+    dtype: str = opt("auto", "compute dtype; qlora always computes in bf16", group=_RUN, choices=DTYPES)
+    distributed: str = opt("auto", "under torchrun: ddp (each rank holds the model) or fsdp (weights, gradients and "
+                           "optimizer state sharded across ranks); default auto = ddp; ignored in one process",
+                           group=_RUN, choices=DISTRIBUTED)
     # adapters
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: list[str] | str = "all-linear"
-    dora: bool = False
+    lora_r: int = opt(16, group=_ADAPT)
+    lora_alpha: int = opt(32, group=_ADAPT)
+    lora_dropout: float = opt(0.05, group=_ADAPT)
+    target_modules: list[str] | str = opt("all-linear", "comma-separated module names (default all-linear)",
+                                          group=_ADAPT)
+    dora: bool = opt(False, "DoRA instead of plain LoRA", group=_ADAPT)
     # optimisation
-    lr: float = 2e-4
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    epochs: float = 1.0
-    max_steps: int | None = None      # wins over epochs when set
-    seq_len: int = 512
-    micro_batch: int = 4
-    grad_accum: int = 2
-    seed: int = 42
+    lr: float = opt(2e-4, group=_OPT)
+    warmup_steps: int = opt(10, group=_OPT)
+    weight_decay: float = opt(0.0, group=_OPT)
+    max_grad_norm: float = opt(1.0, group=_OPT)
+    adam_betas: tuple[float, float] = opt((0.9, 0.999), "two floats: AdamW's beta1 beta2", group=_OPT)
+    epochs: float = opt(1.0, group=_OPT)
+    max_steps: int | None = opt(None, "optimizer steps (wins over --epochs)", group=_OPT)
+    seq_len: int = opt(512, group=_OPT)
+    micro_batch: int = opt(4, "packed rows per micro-batch", group=_OPT)
+    grad_accum: int = opt(2, "micro-batches per optimizer step (per process)", group=_OPT)
+    seed: int = opt(42, group=_OPT)
     # data
-    packing: bool = True
-    ce_last_k: int | None = None
-    min_rating: int | None = None
-    system_prompt: str | None = None
-    lenient: bool = False
-    val_split: float = 0.05           # fraction of pairs held out when the data dir has no val.jsonl
-    raw_text: str | None = None       # a directory of text files: fully supervised chunks
+    packing: bool = opt(True, "train on one pair per row instead of packing rows", group=_DATA, flag="--no-packing")
+    ce_last_k: int | None = opt(None, "supervise only the last K assistant tokens", group=_DATA)
+    min_rating: int | None = opt(None, "drop pairs rated below this (1-5)", group=_DATA)
+    system_prompt: str | None = opt(None, "system prompt for pairs that have none", group=_DATA)
+    lenient: bool = opt(False, "skip malformed lines, counting them", group=_DATA)
+    val_split: float = opt(0.05, "fraction held out when the data dir has no val.jsonl", group=_DATA)
+    raw_text: str | None = opt(None, "directory of text files trained on every token", metavar="PATH", group=_DATA)
     # scratch backend shape (preset name from mens.train.scratch, then overrides)
-    scratch_shape: str = "default"
-    scratch_layers: int | None = None
-    scratch_heads: int | None = None
-    scratch_width: int | None = None
-    scratch_ffn: int | None = None
-    scratch_positions: int | None = None
-    scratch_dropout: float | None = None
+    scratch_shape: str = opt("default", "scratch model preset (see mens.train.scratch)", group=_SCRATCH)
+    scratch_layers: int | None = opt(None, group=_SCRATCH)
+    scratch_heads: int | None = opt(None, group=_SCRATCH)
+    scratch_width: int | None = opt(None, group=_SCRATCH)
+    scratch_ffn: int | None = opt(None, group=_SCRATCH)
+    scratch_positions: int | None = opt(None, group=_SCRATCH)
+    scratch_dropout: float | None = opt(None, group=_SCRATCH)
     # cadence
-    log_interval: int = 1
-    eval_interval: int = 50           # optimizer steps; 0 = only at the end
-    save_interval: int = 50           # optimizer steps; 0 = only at the end / on interrupt
-    keep_checkpoints: int = 2
-    bench: str | None = None          # held-out bench (dir or .jsonl) scored during training
-    bench_every: int = 0              # optimizer steps between bench runs; 0 = only at the end (if --bench)
-    bench_limit: int = 8              # bench tasks per run (greedy pass@1), to keep it cheap
+    log_interval: int = opt(1, group=_CADENCE)
+    eval_interval: int = opt(50, "optimizer steps between validations (0 = only at the end)", group=_CADENCE)
+    save_interval: int = opt(50, "optimizer steps between checkpoints (0 = only at the end / on interrupt)",
+                             group=_CADENCE)
+    keep_checkpoints: int = opt(2, group=_CADENCE)
+    bench: str | None = opt(None, "held-out bench (dir or .jsonl): log greedy pass@1 to telemetry while training",
+                            group=_CADENCE, metavar="PATH")
+    bench_every: int = opt(0, "steps between bench runs (0 = only at the end)", group=_CADENCE)
+    bench_limit: int = opt(8, "bench tasks per run, to keep it cheap", group=_CADENCE)
     # speed knobs read by mens.train.speed
-    gradient_checkpointing: str = "auto"   # auto | on | off
-    loss_chunk: int = 1024
-    tokens_per_pass: int | None = None     # rows of a micro-batch run per forward/backward (None = speed's default)
+    gradient_checkpointing: str = opt("auto", group=_SPEED, choices=("auto", "on", "off"))
+    loss_chunk: int = opt(1024, "rows per LM-head/cross-entropy chunk", group=_SPEED)
+    tokens_per_pass: int | None = opt(None, "tokens per forward/backward pass (a micro-batch may run in row "
+                                      "groups; same gradients, less activation memory)", group=_SPEED)
     # reporting and provenance
-    report_to: list[str] = field(default_factory=lambda: ["jsonl"])
-    upstream_model_id: str | None = None
-    license: str | None = None
-    attribution_required: bool | None = None
+    report_to: list[str] = opt(None, "extra metric sinks; telemetry.jsonl is always written", group=_CADENCE,
+                               choices=("jsonl", "tensorboard", "none"), factory=lambda: ["jsonl"])
+    upstream_model_id: str | None = opt(None, group=_PROV)
+    license: str | None = opt(None, group=_PROV)
+    attribution_required: bool | None = opt(None, group=_PROV)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -92,14 +115,14 @@ class TrainConfig:
         def bad(what: str, todo: str) -> MensError:
             return MensError(what, "training config", todo)
 
-        if self.backend not in BACKENDS:
-            raise bad(f"unknown backend {self.backend!r}", f"use one of {', '.join(BACKENDS)}")
-        if self.device not in DEVICES:
-            raise bad(f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
-        if self.dtype not in DTYPES:
-            raise bad(f"unknown dtype {self.dtype!r}", f"use one of {', '.join(DTYPES)}")
-        if self.distributed not in DISTRIBUTED:
-            raise bad(f"unknown distributed mode {self.distributed!r}", f"use one of {', '.join(DISTRIBUTED)}")
+        for f in fields(self):  # types first (a YAML `lr: fast` is named, not a traceback later)
+            setattr(self, f.name, _typed(f.name, getattr(self, f.name)))
+        for f in fields(self):
+            allowed, value = f.metadata.get("choices"), getattr(self, f.name)
+            for item in (value if isinstance(value, list) else [value]):
+                if allowed and item is not None and item not in allowed:
+                    raise bad(f"unknown {f.name} value {item!r} (--{f.name.replace('_', '-')})",
+                              f"use one of {', '.join(allowed)}")
         if self.distributed == "fsdp" and self.bench:
             raise bad("--distributed fsdp does not support --bench (a mid-run bench needs the whole model "
                       "on one rank)", "drop --bench and run `mens bench` on the finished run, or use "
@@ -129,19 +152,49 @@ class TrainConfig:
             raise bad(f"ce_last_k must be >= 1, got {self.ce_last_k}", "drop --ce-last-k or make it positive")
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:
             raise bad(f"min_rating must be 1-5, got {self.min_rating}", "set --min-rating 1..5")
-        if self.gradient_checkpointing not in ("auto", "on", "off"):
-            raise bad(f"gradient_checkpointing must be auto, on or off, got {self.gradient_checkpointing!r}",
-                      "fix the value")
-        for sink in self.report_to:
-            if sink not in ("jsonl", "tensorboard", "none"):
-                raise bad(f"unknown report sink {sink!r}", "use jsonl or tensorboard")
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             self.target_modules = [m.strip() for m in self.target_modules.split(",") if m.strip()]
-        self.adam_betas = tuple(float(b) for b in self.adam_betas)
         return self
 
 
+def field_type(name: str) -> type:
+    """The plain type a field holds (int for `int | None`, str for `list[str] | str`, list for
+    `list[str]`, tuple for the betas): what a flag parses and what a YAML value must be."""
+    hint = _HINTS[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        hint = str if str in args else args[0]
+    return typing.get_origin(hint) or hint
+
+
+def _typed(name: str, value: Any) -> Any:
+    want = field_type(name)
+    if value is None:
+        return value
+    if want is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if want is float and isinstance(value, str):  # YAML 1.1 reads `lr: 2e-4` (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if want is tuple and isinstance(value, (list, tuple)) and len(value) == 2 \
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return tuple(float(v) for v in value)
+    if want is list and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if name == "target_modules" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if want in (int, str, bool) and isinstance(value, want) and not (want is int and isinstance(value, bool)):
+        return value
+    shape = {tuple: "two numbers", list: "a list of strings", float: "a number", int: "a whole number",
+             str: "a string", bool: "true or false"}[want]
+    raise MensError(f"{name} must be {shape}, got {value!r}", "training config",
+                    f"fix {name} in the YAML config or its --{name.replace('_', '-')} flag")
+
+
 FIELD_NAMES = {f.name for f in fields(TrainConfig)}
+_HINTS = typing.get_type_hints(TrainConfig)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -152,6 +205,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise MensError("config file not found", str(path), "check the --config path")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (UnicodeDecodeError, RecursionError) as err:
+        what = "is not UTF-8 text" if isinstance(err, UnicodeDecodeError) else "is nested too deeply"
+        raise MensError(f"config file {what}", str(path), "give a YAML file of TrainConfig fields") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
