@@ -125,7 +125,7 @@ def test_grammar_change_forces_reextraction_and_model_skips_scratch(project, run
     monkeypatch.undo()
 
     # New mens code re-runs the stages built from it (here: the evaluate package), not the others.
-    import mens.pipeline as engine
+    import mens.pipeline.fingerprint as engine
 
     real = engine.source_digest
     monkeypatch.setattr(engine, "source_digest",
@@ -165,7 +165,7 @@ def test_examples_pipeline_config_plans(run_cli, tmp_path):
 def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     """The engine on two small stages of its own: an interrupted stage is retried with
     ctx.resume set when nothing changed, and from scratch when its input did."""
-    from mens.pipeline import Context, Stage, load_state, run_pipeline
+    from mens.pipeline.runner import Context, Stage, load_state, run_pipeline
 
     src = tmp_path / "in.txt"
     src.write_text("a")

@@ -22,7 +22,7 @@ COMMAND_MODULES = [
     "mens.corpus.cli",
     "mens.train.cli",
     "mens.evaluate.cli",
-    "mens.pipeline_cli",
+    "mens.pipeline.cli",
     "mens.serve.cli",
 ]
 

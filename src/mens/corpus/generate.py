@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mens.corpus.fingerprint import fingerprint_block
+from mens.pipeline.fingerprint import fingerprint_block
 from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.lang import get_pack

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from mens.corpus.fingerprint import file_hash, fingerprint_block
+from mens.pipeline.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.progress import progress

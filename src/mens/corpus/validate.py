@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mens.corpus.fingerprint import fingerprint_block, text_hash
+from mens.pipeline.fingerprint import fingerprint_block, text_hash
 from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import MAX_EXAMPLES, Report
 from mens.errors import GateFailure, MensError

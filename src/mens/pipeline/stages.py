@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import GateFailure, MensError
-from mens.pipeline import Context, Stage
+from mens.pipeline.runner import Context, Stage
 
 RESULT_FILES = {"benchmark_results.json", "gate_receipt.json", "eval_results.json", "MODEL_CARD.md",
                 "report.html", "telemetry.jsonl"}

@@ -22,8 +22,8 @@ def register(sub) -> None:
 
 def _pipeline(args) -> int:
     from mens.errors import GateFailure, MensError
-    from mens.pipeline import load_config, run_pipeline, select
-    from mens.pipeline_stages import STAGES
+    from mens.pipeline.runner import load_config, run_pipeline, select
+    from mens.pipeline.stages import STAGES
 
     if not args.config.is_file() and args.config == Path("pipeline.yaml"):
         raise MensError("no pipeline.yaml here", str(Path.cwd()), "pass --config examples/pipeline.yaml")
@@ -52,7 +52,7 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mens.pipeline import format_figures
+    from mens.pipeline.runner import format_figures
 
     console = Console(soft_wrap=False, width=max(110, Console().width))
     table = Table(title="mens pipeline" + (" (dry run)" if dry_run else ""), title_justify="left")

@@ -4,8 +4,9 @@
             → bench → gate → card → report
 
 Each stage declares its input paths, its parameters, the language packs it depends on and its
-outputs (`mens.pipeline_stages`). Before running a stage the engine fingerprints the inputs'
-contents, the parameters and the packs' `fingerprint()`; when all of these equal what
+outputs (`mens.pipeline.stages`). Before running a stage the engine fingerprints the inputs'
+contents, the parameters, the packs' `fingerprint()` and the source of the mens code that makes
+the outputs (`mens.pipeline.fingerprint`); when all of these equal what
 `<work dir>/pipeline_state.json` recorded after the stage last succeeded, and the outputs still
 exist, the stage is skipped and says so. Otherwise it runs, and the reason is shown (no previous
 run, which input changed, a config or grammar change, a missing output). So a change to the
@@ -18,9 +19,6 @@ exception: card and report still render (they show why), then the pipeline exits
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.util
 import json
 import os
 import time
@@ -29,12 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mens.errors import GateFailure, MensError
+from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
 from mens.records import write_json_atomic
 
 STATE_NAME = "pipeline_state.json"
-# Files above this size are fingerprinted by size and mtime, not content: hashing a multi-GB
-# base model on every pipeline run would cost more than most stages.
-CONTENT_HASH_LIMIT = 64 << 20
 
 
 @dataclass
@@ -90,60 +86,11 @@ class StageOutcome:
 
 # ---------------------------------------------------------------- fingerprints
 
-def _file_sig(path: Path) -> str:
-    st = path.stat()
-    if st.st_size > CONTENT_HASH_LIMIT:
-        return f"size={st.st_size},mtime={st.st_mtime_ns}"
-    from mens.corpus.fingerprint import file_hash
-
-    return file_hash(path)
-
-
-def input_signatures(paths: list[Path]) -> dict[str, str]:
-    """path → content hash for every file (directories walked, dot-files skipped)."""
-    sigs: dict[str, str] = {}
-    for p in paths:
-        if p.is_dir():
-            for f in sorted(x for x in p.rglob("*") if x.is_file()):
-                if not any(part.startswith(".") for part in f.relative_to(p).parts):
-                    sigs[str(f)] = _file_sig(f)
-        elif p.is_file():
-            sigs[str(p)] = _file_sig(p)
-        else:
-            sigs[str(p)] = "missing"
-    return sigs
-
-
-def pack_signatures(names: list[str]) -> dict[str, str]:
-    from mens.lang import get_pack
-
-    return {n: get_pack(n).fingerprint() for n in names}
-
-
-@functools.lru_cache(maxsize=None)
-def source_digest(package: str) -> str:
-    """Digest of a mens package's (or module's) Python sources, by relative path and content."""
-    spec = importlib.util.find_spec(package)
-    if spec is None:
-        return "missing"
-    roots = [Path(p) for p in (spec.submodule_search_locations or [])]
-    files = sorted(f for r in roots for f in r.rglob("*.py")) if roots else [Path(spec.origin)]
-    h = hashlib.sha256()
-    for f in files:
-        rel = f.relative_to(roots[0]) if roots else Path(f.name)
-        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def code_signatures(packages: tuple[str, ...]) -> dict[str, str]:
-    return {name: source_digest(name) for name in packages}
-
-
 def fingerprint(ctx: Context, stage: Stage) -> dict[str, Any]:
-    block = {"inputs": input_signatures(stage.inputs(ctx)), "params": stage.params(ctx),
-             "packs": pack_signatures(stage.packs(ctx)), "code": code_signatures(stage.code)}
-    block["digest"] = hashlib.sha256(json.dumps(block, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return block
+    """The stage's fingerprint block now: its inputs (big files by size and mtime), params,
+    packs and code (`mens.pipeline.fingerprint`)."""
+    return fingerprint_block(input_hashes(stage.inputs(ctx), content_limit=CONTENT_HASH_LIMIT),
+                             stage.params(ctx), stage.packs(ctx), code=stage.code)
 
 
 def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
