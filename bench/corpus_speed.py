@@ -3,7 +3,7 @@
     .venv/bin/python bench/corpus_speed.py [--files 10000] [--workers 2] [--work out/bench-corpus]
 
 Target (DESIGN.md §6): ≤ 60 s for 10,000 files on 2 cores. Files come from
-`mens.corpus.synth.write_vox_tree` (synthetic programs with `// ---` frontmatter); their
+`mens.corpus.synth.generate.write_vox_tree` (synthetic programs with `// ---` frontmatter); their
 generation is not timed. Prints a table and writes `<work>/corpus_speed.json`.
 """
 
@@ -30,7 +30,7 @@ def main() -> int:
 
     from mens.corpus.extract import extract
     from mens.corpus.pairs import make_pairs
-    from mens.corpus.synth import write_vox_tree
+    from mens.corpus.synth.generate import write_vox_tree
     from mens.corpus.validate import validate
 
     tree = args.work / f"vox-{args.files}-{args.seed}"

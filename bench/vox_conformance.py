@@ -725,7 +725,7 @@ def build_programs(args, pack) -> tuple[list[Program], dict]:
     # b) the synthetic generator
     syn_bases = []
     if n_syn:
-        from mens.corpus.synth import code_of, generate
+        from mens.corpus.synth.generate import code_of, generate
 
         n_bases = max(20, min(2000, n_syn // 10))
         for pair in generate(n_bases, args.seed):

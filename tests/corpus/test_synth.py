@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mens.corpus import synth
-from mens.corpus.synth import SynthStats, code_of, generate, write_vox_tree
-from mens.corpus.synth_templates import Draft
+from mens.corpus.synth import generate as synth
+from mens.corpus.synth.generate import SynthStats, code_of, generate, write_vox_tree
+from mens.corpus.synth.templates.core import Draft
 from mens.errors import MensError
 from mens.evaluate.contamination import normalise
 from mens.lang import get_pack
@@ -102,7 +102,7 @@ def test_deterministic_across_processes():
     import subprocess
     import sys
 
-    script = ("import json; from mens.corpus.synth import generate; "
+    script = ("import json; from mens.corpus.synth.generate import generate; "
               "print(''.join(json.dumps(p.to_dict()) for p in generate(300, 8)))")
     outs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}

@@ -174,7 +174,7 @@ def test_structural_hash_treats_quote_styles_alike():
 def test_check_and_hash_equals_check_then_hash():
     """Corpus validate's one-lexing call answers exactly what check() and structural_hash() do,
     on every example program, every invalid one and generated programs."""
-    from mens.corpus.synth import generate
+    from mens.corpus.synth.generate import generate
     from mens.lang.base import LanguagePack
 
     pack = get_pack("vox")

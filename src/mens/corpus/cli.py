@@ -188,7 +188,7 @@ def _stats(args) -> int:
 
 
 def _generate(args) -> int:
-    from mens.corpus.generate import generate_data
+    from mens.corpus.synth.generate import generate_data
     from mens.progress import say
 
     report = generate_data(args.output, limit=args.limit, seed=args.seed)

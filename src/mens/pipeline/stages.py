@@ -76,7 +76,7 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
 
 
 def _generate(ctx: Context) -> dict[str, Any]:
-    from mens.corpus.synth import SynthStats, generate
+    from mens.corpus.synth.generate import SynthStats, generate
     from mens.records import write_jsonl_atomic
 
     p = _gen_params(ctx)

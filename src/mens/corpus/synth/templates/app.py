@@ -2,12 +2,12 @@
 derived, effect, mount, view calls, style blocks), fragments, loading views, routes, url maps,
 workflows and activities, actors, state machines, forms, mobile blocks, design tokens and @v0.
 
-Same shape as `synth_templates`: each template takes a `Ctx` and returns a `Draft`."""
+Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft`."""
 
 from __future__ import annotations
 
-from mens.corpus.synth_templates import Ctx, Draft, render
-from mens.corpus.synth_words import UI_LABELS, an
+from mens.corpus.synth.templates.core import Ctx, Draft, render
+from mens.corpus.synth.words import UI_LABELS, an
 
 
 def _indent(text: str, n: int) -> str:

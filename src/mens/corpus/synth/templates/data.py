@@ -1,12 +1,12 @@
 """Templates for synthetic Vox programs, part 2: data types and ADTs, tables, indexes and
 endpoints, tests and properties, MCP tools/resources, AI functions, scheduled jobs.
 
-Same shape as `synth_templates`: each template takes a `Ctx` and returns a `Draft`."""
+Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft`."""
 
 from __future__ import annotations
 
-from mens.corpus.synth_templates import Ctx, Draft, obj, params, render
-from mens.corpus.synth_words import CRON, an
+from mens.corpus.synth.templates.core import Ctx, Draft, obj, params, render
+from mens.corpus.synth.words import CRON, an
 
 
 # ---------------------------------------------------------------- data types

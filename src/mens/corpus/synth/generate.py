@@ -1,35 +1,40 @@
 """`mens generate-data`: synthetic Vox programs with natural-language prompts.
 
-Programs are composed from templates (`synth_templates*.py`) over word lists of domains,
-entities and typed fields (`synth_words.py`). Every draft is parsed with the Vox language pack
-and dropped (and counted) when it does not parse; duplicates are dropped by the pack's
-structural hash. Output is deterministic for a seed: one `random.Random(seed)` drives every
-choice, and templates are visited in seeded shuffled rounds so every construct kind is covered
-evenly whatever the limit.
+    generate(limit, seed, *, stats=None, pack=None) -> Iterator[Pair]   # parse-checked, deduped
+    generate_data(out, *, limit, seed=0) -> Report                      # the command: pairs + report
+    write_vox_tree(out_dir, n_files, seed) -> int                       # .vox files for bench/corpus_speed
+    drafts(seed) -> Iterator[(template, Draft, prompt, domain)]        # unchecked, for the oracle script
+
+Programs are composed from templates (`templates/*.py`) over word lists of domains, entities
+and typed fields (`words.py`). Every draft is parsed with the Vox language pack and dropped (and
+counted) when it does not parse; duplicates are dropped by the pack's structural hash. Output is
+deterministic for a seed: one `random.Random(seed)` drives every choice, and templates are
+visited in seeded shuffled rounds so every construct kind is covered evenly whatever the limit.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from mens.corpus import synth_templates as core
-from mens.corpus import synth_templates_app as app
-from mens.corpus import synth_templates_data as data
-from mens.corpus import synth_templates_mixed as mixed
-from mens.corpus.synth_templates import Ctx, Draft
-from mens.corpus.synth_words import ENTITIES, PHRASINGS
+from mens.corpus.report import Report
+from mens.corpus.synth.templates import app, core, data, mixed
+from mens.corpus.synth.templates.core import Ctx, Draft
+from mens.corpus.synth.words import ENTITIES, PHRASINGS
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
+from mens.pipeline.fingerprint import fingerprint_block
+from mens.progress import progress
 from mens.records import Pair, atomic_path
 
 Template = Callable[[Ctx], Draft]
 
 # name -> template. The name becomes `source: "synthetic:<name>"`. To add a construct, write a
-# template in one of the synth_templates modules and list it here (see docs/synthetic-data.md).
+# template in one of the templates/ modules and list it here (see docs/synthetic-data.md).
 TEMPLATES: dict[str, Template] = {
     "fn_arith": core.fn_arith,
     "fn_guard": core.fn_guard,
@@ -176,3 +181,24 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
             (folder / f"{meta['template']}_{i:05d}.vox").write_text(text, encoding="utf-8")
             written += 1
     return written
+
+
+def generate_data(out: str | Path, *, limit: int, seed: int = 0) -> Report:
+    """`mens generate-data`: `limit` pairs from `generate` to a JSONL file, with a report."""
+    if limit <= 0:
+        raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
+    stats = SynthStats()
+    report = Report("generate", str(out))
+    pack = get_pack("vox")
+    with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for pair in generate(limit, seed, stats=stats, pack=pack):
+                fh.write(json.dumps(pair.to_dict(), ensure_ascii=False) + "\n")
+                bar.advance()
+    report.counts.update(pairs=stats.kept, drafts=stats.drafts)
+    report.dropped.update(parse_error=stats.parse_failures, duplicate=stats.duplicates)
+    report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
+    report.extra["synth"] = stats.to_dict()
+    report.fingerprint = fingerprint_block({}, {"limit": limit, "seed": seed}, [pack])
+    report.write()
+    return report

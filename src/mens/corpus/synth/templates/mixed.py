@@ -4,12 +4,12 @@ expression forms the single-construct templates rarely show: literal patterns in
 `?` on results, `x => …` lambdas, `loop`/`break`, conditional views, `on cleanup`; and
 module-level declarations: extern functions, constants, imports.
 
-Same shape as `synth_templates`: each template takes a `Ctx` and returns a `Draft`."""
+Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft`."""
 
 from __future__ import annotations
 
-from mens.corpus.synth_templates import Ctx, Draft, render
-from mens.corpus.synth_words import SAMPLE_WORDS, an
+from mens.corpus.synth.templates.core import Ctx, Draft, render
+from mens.corpus.synth.words import SAMPLE_WORDS, an
 
 
 def app_slice(c: Ctx) -> Draft:

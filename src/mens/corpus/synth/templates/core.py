@@ -4,7 +4,7 @@ and plain functions: arithmetic, guards, strings, loops, pipelines, generics, co
 A template is `fn(ctx) -> Draft`: it renders one complete Vox program about a domain entity and
 says, in words, what the program does. Code is written with `string.Template` (`$name`) because
 Vox is full of braces that `str.format` would need doubled. Templates never check syntax
-themselves: `mens.corpus.synth` parses every draft with the Vox pack and drops failures."""
+themselves: `mens.corpus.synth.generate` parses every draft with the Vox pack and drops failures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from string import Template
 from textwrap import dedent
 
-from mens.corpus.synth_words import SAMPLE_WORDS, Entity, Field, an
+from mens.corpus.synth.words import SAMPLE_WORDS, Entity, Field, an
 
 
 @dataclass
