@@ -4,7 +4,35 @@ from __future__ import annotations
 
 import argparse
 
+from pydantic import BaseModel, Field, ValidationError
+
 from mens.errors import MensError
+
+
+class ServeLimits(BaseModel):
+    """The numeric flags of `mens serve`, range-checked before anything loads."""
+
+    port: int = Field(ge=0, le=65535)
+    max_batch: int = Field(ge=1, le=4096)
+    queue_size: int = Field(ge=1, le=1_000_000)
+    max_body_bytes: int = Field(ge=1024)
+    max_prompt_tokens: int | None = Field(default=None, ge=1)
+
+
+_LIMIT_FIX = {"port": "give a port number 0-65535 (0: any free port)",
+              "max_batch": "give a whole number ≥ 1", "queue_size": "give a whole number ≥ 1",
+              "max_body_bytes": "give a number of bytes ≥ 1024", "max_prompt_tokens": "give a whole number ≥ 1"}
+
+
+def serve_limits(args: argparse.Namespace) -> ServeLimits:
+    try:
+        return ServeLimits(**{k: getattr(args, k) for k in ServeLimits.model_fields})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0])
+        flag = "--" + field.replace("_", "-")
+        raise MensError(f"bad {flag} {getattr(args, field)!r}: {err['msg'].lower()}", flag, _LIMIT_FIX[field]) \
+            from None
 
 
 def register(sub) -> None:
@@ -26,10 +54,15 @@ def register(sub) -> None:
                    help="another adapter over the same base, chosen by the request's `model` (repeatable)")
     s.add_argument("--name", help="served name of MODEL_OR_RUN (default: its directory name)")
     s.add_argument("--host", default="127.0.0.1", help="bind address (127.0.0.1: this machine only)")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default: env MENS_API_KEY, else none)")
-    s.add_argument("--max-batch", type=int, default=8, help="sequences decoded together (8)")
-    s.add_argument("--queue-size", type=int, default=64, help="waiting requests before 429 (64)")
+    s.add_argument("--port", default="8000", help="TCP port (8000; 0: any free port)")
+    s.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health "
+                   "(default: env MENS_API_KEY, else none)")
+    s.add_argument("--max-batch", default="8", help="sequences decoded together (8)")
+    s.add_argument("--queue-size", default="64", help="waiting requests before 429 (64)")
+    s.add_argument("--max-body-bytes", default=str(2 * 1024 * 1024),
+                   help="largest request body; larger ones get 413 (2097152 = 2 MiB)")
+    s.add_argument("--max-prompt-tokens", default=None,
+                   help="longest prompt in tokens; longer ones get 400 (default: the context window)")
     s.add_argument("--grammar", metavar="LANG",
                    help="constrain generated code (vox, or another language pack) to parse as far as it goes")
     s.add_argument("--engine", choices=["hf", "vllm"], default="hf",
@@ -60,27 +93,43 @@ def parse_adapters(items: list[str]) -> dict[str, str]:
 def _serve(args: argparse.Namespace) -> int:
     import os
 
+    limits = serve_limits(args)
     adapters = parse_adapters(args.adapter)
-    api_key = args.api_key or os.environ.get("MENS_API_KEY")
+    if args.api_key is not None and not args.api_key.strip():
+        raise MensError("empty --api-key", "--api-key", "give a key, or leave the flag out to serve without one")
+    api_key = args.api_key or os.environ.get("MENS_API_KEY") or None   # the only place the env var is read
     if args.engine == "vllm":
         from mens.serve.vllm import launch_vllm
 
-        return launch_vllm(args.model, adapters, host=args.host, port=args.port, api_key=api_key,
+        return launch_vllm(args.model, adapters, host=args.host, port=limits.port, api_key=api_key,
                            name=args.name, dtype=args.dtype)
     import uvicorn
 
-    from mens.serve.app import build_server
     from mens.progress import say
+    from mens.serve.app import build_server
+    from mens.serve.preflight import bind, check_device
 
-    app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
-                               max_batch=args.max_batch, queue_size=args.queue_size, grammar=args.grammar,
-                               device=args.device, dtype=args.dtype)
+    check_device(args.device)
+    sock = bind(args.host, limits.port)     # a busy port is reported now, not after loading the model
+    try:
+        app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
+                                   max_batch=limits.max_batch, queue_size=limits.queue_size, grammar=args.grammar,
+                                   device=args.device, dtype=args.dtype, max_body_bytes=limits.max_body_bytes,
+                                   max_prompt_tokens=limits.max_prompt_tokens)
+    except BaseException:
+        sock.close()
+        raise
     if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         say(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
-    say(f"serving {', '.join(engine.models)} on http://{args.host}:{args.port}/v1 "
-        f"({engine.device}, batch ≤ {args.max_batch}{', grammar ' + args.grammar if args.grammar else ''})")
+    host, port = sock.getsockname()[:2]
+    say(f"serving {', '.join(engine.models)} on http://{host}:{port}/v1 "
+        f"({engine.device}, batch ≤ {limits.max_batch}{', grammar ' + args.grammar if args.grammar else ''})")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        server.run(sockets=[sock])
     finally:
         engine.stop()
+        sock.close()
+    if not server.started:
+        raise MensError(f"the server did not start on {args.host}:{port}", "--host", "see the message above")
     return 0

@@ -29,6 +29,10 @@ class QueueFull(Exception):
     """The waiting queue is at its bound: the server answers 429."""
 
 
+class EngineStopped(Exception):
+    """The engine thread is not running (stopped, or died of a fault of its own): 503."""
+
+
 @dataclass
 class Sampling:
     max_tokens: int
@@ -53,6 +57,13 @@ class Request:
     cancelled: bool = False
     arrived: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
+
+    def emit(self, event: tuple) -> None:
+        """Send an event to the client; a sink that fails (its event loop is gone) cancels the request."""
+        try:
+            self.sink(event)
+        except Exception:
+            self.cancelled = True
 
 
 @dataclass
@@ -93,25 +104,53 @@ class Engine:
         self._waiting: deque[Request] = deque()
         self._cond = threading.Condition()
         self._stop = False
+        self.error: str | None = None   # why the engine thread died (a bug of ours, never a request's)
         self._thread = threading.Thread(target=self._loop, name="mens-engine", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ public
 
     def submit(self, req: Request) -> None:
+        self.submit_all([req])
+
+    def submit_all(self, reqs: list[Request]) -> None:
+        """Queue all of `reqs` or none: a request with several prompts that does not fit whole is
+        refused (QueueFull) before any of its prompts waits."""
         with self._cond:
-            if len(self._waiting) >= self.queue_size:
+            if not self.alive:
+                raise EngineStopped(self.error or "the engine was stopped")
+            if len(self._waiting) + len(reqs) > self.queue_size:
                 self.stats["rejected_queue_full"] += 1
                 raise QueueFull(f"{len(self._waiting)} requests are waiting (queue size {self.queue_size})")
-            self._waiting.append(req)
-            self.stats["requests"] += 1
+            self._waiting.extend(reqs)
+            self.stats["requests"] += len(reqs)
             self._cond.notify()
+
+    def cancel(self, reqs) -> None:
+        """Cancel requests: those still waiting leave the queue at once (they no longer count
+        against --queue-size), running ones leave the batch after the current step."""
+        with self._cond:
+            for req in reqs:
+                if req.cancelled:
+                    continue
+                req.cancelled = True
+                try:
+                    self._waiting.remove(req)
+                    self.stats["cancelled"] += 1
+                except ValueError:
+                    pass            # running (or finished): _retire drops its rows
+
+    @property
+    def alive(self) -> bool:
+        """Is the engine thread running and taking requests?"""
+        return self._thread.is_alive() and not self._stop and self.error is None
 
     def stop(self) -> None:
         with self._cond:
             self._stop = True
             self._cond.notify()
         self._thread.join(timeout=10)
+        self._fail_waiting("the server is shutting down")
 
     def snapshot(self) -> dict:
         with self._stats_lock:
@@ -126,6 +165,14 @@ class Engine:
     # ------------------------------------------------------------------ scheduler loop
 
     def _loop(self) -> None:
+        try:
+            self._schedule()
+        except BaseException as exc:  # a fault outside any request's handling: say so on /health
+            self.error = f"{type(exc).__name__}: {exc}"
+            say(f"serve: the engine stopped: {self.error}")
+            self._fail_waiting(f"the engine stopped: {self.error}")
+
+    def _schedule(self) -> None:
         running: list[_Seq] = []
         cache, mask = None, None
         while True:
@@ -136,7 +183,8 @@ class Engine:
                     break
                 admitted = self._admit(len(running))
             # A failed step must not kill the server: it fails the requests it was serving. A failed
-            # prefill (say, out of memory on long prompts) fails only the newcomers.
+            # prefill (say, out of memory on long prompts) fails only the newcomers; a row whose
+            # sampling fails (see _sample) fails alone.
             try:
                 if running:
                     cache, mask = self._decode_step(running, cache, mask)
@@ -151,12 +199,25 @@ class Engine:
                     running += admitted
                 except Exception as exc:
                     self._fail(admitted, exc)
-            running, cache, mask = self._retire(running, cache, mask)
+            try:
+                running, cache, mask = self._retire(running, cache, mask)
+            except Exception as exc:
+                self._fail(running, exc)
+                running, cache, mask = [], None, None
+        for s in running:
+            s.req.emit(("error", "the server is shutting down"))
 
     def _fail(self, seqs: list[_Seq], exc: Exception) -> None:
         say(f"serve: generation failed: {type(exc).__name__}: {exc}")
         for req in {id(s.req): s.req for s in seqs}.values():
-            req.sink(("error", f"generation failed: {type(exc).__name__}: {exc}"))
+            req.emit(("error", f"generation failed: {type(exc).__name__}: {exc}"))
+            req.cancelled = True
+
+    def _fail_waiting(self, message: str) -> None:
+        with self._cond:
+            waiting, self._waiting = list(self._waiting), deque()
+        for req in waiting:
+            req.emit(("error", message))
             req.cancelled = True
 
     def _admit(self, n_running: int) -> list[_Seq]:
@@ -171,11 +232,12 @@ class Engine:
             if n_running + len(out) + n > self.max_batch and (n_running or out):
                 break
             self._waiting.popleft()
-            for i in range(n):
-                gen = None
-                if req.sampling.seed is not None:
-                    gen = torch.Generator(device="cpu").manual_seed(req.sampling.seed + i)
-                out.append(_Seq(req, i, generator=gen))
+            try:
+                seqs = [_Seq(req, i, generator=_generator(req.sampling.seed, i)) for i in range(n)]
+            except Exception as exc:  # fails this request only
+                self._fail([_Seq(req, 0)], exc)
+                continue
+            out += seqs
             self.stats["sequences"] += n
         return out
 
@@ -244,16 +306,19 @@ class Engine:
         for row, s in enumerate(seqs):
             if s.req.cancelled:
                 continue
-            sp = s.req.sampling
-            probs = None
-            if sp.temperature > 0:
-                probs = _top_p(torch.softmax(logits[row] / sp.temperature, -1), sp.top_p)
-                token = int(torch.multinomial(probs, 1, generator=s.generator))
-            else:
-                token = greedy[row]
-            if s.req.grammar and self.grammar is not None:
-                token = self._constrain(s, token, probs if probs is not None else torch.softmax(logits[row], -1))
-            self._accept(s, token)
+            try:
+                sp = s.req.sampling
+                probs = None
+                if sp.temperature > 0:
+                    probs = _top_p(torch.softmax(logits[row] / sp.temperature, -1), sp.top_p)
+                    token = int(torch.multinomial(probs, 1, generator=s.generator))
+                else:
+                    token = greedy[row]
+                if s.req.grammar and self.grammar is not None:
+                    token = self._constrain(s, token, probs if probs is not None else torch.softmax(logits[row], -1))
+                self._accept(s, token)
+            except Exception as exc:  # this row's request fails (and leaves the batch); the others go on
+                self._fail([s], exc)
 
     def _constrain(self, s: _Seq, token: int, probs: torch.Tensor) -> int:
         """The chosen token if it keeps the code viable, else the most probable one that does:
@@ -316,14 +381,21 @@ class Engine:
             return
         safe = _hold_back(text, sp.stop)
         if len(safe) > len(s.sent):
-            req.sink(("delta", s.index, safe[len(s.sent):]))
+            req.emit(("delta", s.index, safe[len(s.sent):]))
             s.sent = safe
 
     def _finish(self, s: _Seq, reason: str, text: str, count: int | None = None) -> None:
         if len(text) > len(s.sent) and text.startswith(s.sent):
-            s.req.sink(("delta", s.index, text[len(s.sent):]))
+            s.req.emit(("delta", s.index, text[len(s.sent):]))
         s.finish = reason
-        s.req.sink(("done", s.index, reason, len(s.generated) if count is None else count))
+        s.req.emit(("done", s.index, reason, len(s.generated) if count is None else count))
+
+
+def _generator(seed: int | None, choice: int) -> torch.Generator | None:
+    """Choice i's generator, seeded seed + i (any int: taken modulo 2**64, torch's seed range)."""
+    if seed is None:
+        return None
+    return torch.Generator(device="cpu").manual_seed((seed + choice) % 2**64)
 
 
 def _join(cache, mask, new_cache, new_mask):

@@ -39,6 +39,8 @@ class Constraint:
         except ImportError as exc:
             raise MensError(f"the {name} language pack is not available ({exc})", "--grammar",
                             "install or finish that pack, or serve without --grammar") from None
+        except MensError as exc:  # the pack registry names --lang; here the flag is --grammar
+            raise MensError(exc.what, "--grammar", exc.todo) from None
 
     def whole_mode_prefix(self, prompt: str) -> str | None:
         """For a plain completion: the prompt when it is itself viable code (then prompt +

@@ -1,0 +1,134 @@
+"""What a request may say: the OpenAI request bodies as pydantic models, every field typed and
+range-checked, and the one error type the API answers with.
+
+A body that is not JSON (bad syntax, nesting deeper than pydantic's JSON parser allows, a lone
+surrogate escape) or that breaks a constraint below is a 400 naming the field, before any work
+is done. Fields OpenAI defines that mens does not act on (penalties, logit_bias, user) are still
+range-checked, so a wrong value is reported rather than silently ignored; asking for logprobs is
+refused, since mens does not compute them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+INT64 = 2**63
+MAX_CHOICES = 128      # prompts × n of one request (OpenAI's own bound on n)
+MAX_STOPS = 16         # stop strings per request
+MAX_STOP_CHARS = 256   # characters per stop string
+
+Float = Annotated[float, Field(allow_inf_nan=False)]
+Stop = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
+
+
+class APIError(Exception):
+    """An answer in OpenAI's error shape, `{"error": {"message", "type", "param", "code"}}`."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.body = status, {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: Float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: Float = Field(default=1.0, gt=0.0, le=1.0)
+    n: int = Field(default=1, ge=1, le=16)
+    stop: Stop | Annotated[list[Stop], Field(max_length=MAX_STOPS)] | None = None
+    seed: int | None = Field(default=None, ge=-INT64, lt=INT64)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    # accepted and range-checked, not acted on
+    presence_penalty: Float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: Float | None = Field(default=None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, Annotated[Float, Field(ge=-100, le=100)]] | None = None
+    user: str | None = Field(default=None, max_length=256)
+    # mens extension (send with the openai client's `extra_body`), used only under --grammar:
+    # auto = fence mode for chat, whole mode for a completion whose prompt is viable code
+    grammar: Literal["auto", "fence", "whole", "off"] = "auto"
+
+    def check(self) -> None:
+        """Checks across fields, after pydantic's per-field ones (→ APIError 400)."""
+
+    def stops(self) -> tuple[str, ...]:
+        stops = (self.stop,) if isinstance(self.stop, str) else (self.stop or ())
+        return tuple(s for s in stops if s)
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[_Part] | None = ""
+
+    def text(self) -> str:
+        """The content as text: a string, or OpenAI's list of parts (text parts joined)."""
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        return "".join(p.text or "" for p in self.content if p.type == "text")
+
+
+class ChatParams(_Params):
+    messages: list[_Message] = Field(min_length=1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    def check(self) -> None:
+        if self.logprobs or self.top_logprobs:
+            raise APIError(400, "logprobs are not supported by mens serve; leave 'logprobs' unset.",
+                           param="logprobs")
+
+
+class CompletionParams(_Params):
+    prompt: str | list[str]
+    echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+    best_of: int | None = Field(default=None, ge=1, le=20)
+    suffix: str | None = None
+
+    def check(self) -> None:
+        if self.logprobs:
+            raise APIError(400, "logprobs are not supported by mens serve; leave 'logprobs' unset.",
+                           param="logprobs")
+        if self.best_of is not None and self.best_of != self.n:
+            raise APIError(400, "best_of other than n is not supported by mens serve.", param="best_of")
+        if self.suffix:
+            raise APIError(400, "suffix (insertion) is not supported by mens serve.", param="suffix")
+        prompts = self.prompts()
+        if not prompts:
+            raise APIError(400, "'prompt' must not be empty.", param="prompt")
+        if len(prompts) * self.n > MAX_CHOICES:
+            raise APIError(400, f"{len(prompts)} prompts × n={self.n} is {len(prompts) * self.n} choices; "
+                           f"at most {MAX_CHOICES} per request.", param="prompt")
+
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else self.prompt
+
+
+def parse_body(raw: bytes, schema: type[_Params]) -> _Params:
+    """Validate a request body straight from its bytes (pydantic's JSON parser bounds nesting and
+    rejects lone surrogates) → the params, or a 400 naming the first bad field."""
+    try:
+        params = schema.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if err["type"] == "json_invalid":
+            raise APIError(400, f"The request body is not valid JSON: {err['msg'].removeprefix('Invalid JSON: ')}.") \
+                from None
+        if err["type"] == "model_type":
+            raise APIError(400, "The request body must be a JSON object.") from None
+        where = ".".join(str(p) for p in err["loc"])
+        raise APIError(400, f"Invalid value for '{where}': {err['msg']}.", param=str(err["loc"][0]) if err["loc"] else None) from None
+    params.check()
+    return params
