@@ -103,3 +103,21 @@ def test_malformed_rows_strict_by_default(tmp_path, write_jsonl, run_cli):
     cfg = config(tmp_path, "sources: [{path: alpaca.jsonl, record_format: messages}]\noutput: t.jsonl\n")
     with pytest.raises(MensError, match="record_format"):
         mix(cfg)
+
+
+def test_a_spec_object_mixes_like_its_yaml(tmp_path, sources):
+    """`mens pipeline` hands mix a MixConfig built from plain data: same rows as the YAML, errors
+    name where the spec came from, and the report records the spec, not a file."""
+    from mens.corpus.mix import mix_pairs, parse_config
+
+    spec = {"sources": [{"path": "a.jsonl", "weight": 1.5}, "b.jsonl"], "output": "yaml/train.jsonl", "seed": 4}
+    mix(config(tmp_path, json.dumps(spec)))
+    cfg = parse_config({**spec, "output": "obj/train.jsonl"}, tmp_path, "pipeline config: mix")
+    report = mix_pairs(cfg, where="pipeline config: mix")
+    assert (tmp_path / "obj" / "train.jsonl").read_bytes() == (tmp_path / "yaml" / "train.jsonl").read_bytes()
+    saved = json.loads((tmp_path / "obj" / "train.mix_report.json").read_text())
+    assert set(saved["fingerprint"]["inputs"]) == {str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")}
+    assert saved["fingerprint"]["params"]["config"]["seed"] == 4 and report.counts["output_rows"] > 300
+    with pytest.raises(MensError, match=r"unknown key\(s\) nope") as err:
+        parse_config({**spec, "nope": 1}, tmp_path, "pipeline config: mix")
+    assert err.value.where == "pipeline config: mix"

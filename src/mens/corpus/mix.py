@@ -1,14 +1,17 @@
 """`corpus mix`: weighted, seeded mixing of pair files into one training file (DESIGN.md §3).
 
-    mix(config_path, *, allow_missing=False, lenient=False, output=None) -> Report
-    load_config(config_path) -> MixConfig
+    mix(config_path, *, allow_missing=False, lenient=False, output=None) -> Report   # mens corpus mix
+    mix_pairs(cfg: MixConfig, *, allow_missing=False, lenient=False, output=None) -> Report
+    load_config(config_path) -> MixConfig        parse_config(raw, base, where) -> MixConfig
 
 mix.yaml: `sources: [{path, weight=1.0, optional=false, sample_rate?, record_format?}]`, `output`,
 `seed`, `include_lanes`, `exclude_lanes`, `shuffle=true`. Relative paths are relative to the
 config file's folder. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
 draw), so the expected share is exact and the output reproducible. Strict by default: a missing
 non-optional source or a malformed row fails the mix (`allow_missing` / `lenient` relax that).
-The report `<output stem>.mix_report.json` lists per source: path, fingerprint, input rows,
+A caller that already holds the spec (`mens pipeline`) builds a `MixConfig` with `parse_config`
+and calls `mix_pairs`, with no YAML in between. The report `<output stem>.mix_report.json`
+records the spec in its fingerprint and lists per source: path, fingerprint, input rows,
 emitted rows, share of output, skipped reason.
 """
 
@@ -63,6 +66,7 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
 
 
 def load_config(config_path: str | Path) -> MixConfig:
+    """A mix.yaml → MixConfig; relative paths in it are relative to its folder."""
     path = Path(config_path)
     if not path.is_file():
         raise MensError("mix config not found", str(path), "give a mix.yaml (see docs/corpus.md)")
@@ -70,7 +74,12 @@ def load_config(config_path: str | Path) -> MixConfig:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise MensError(f"mix config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix mix.yaml") from None
-    where = str(path)
+    return parse_config(raw, path.parent, str(path))
+
+
+def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
+    """A mix spec as plain data (mix.yaml's keys) → a validated MixConfig. Relative paths are
+    joined to `base`; errors name `where`."""
     if not isinstance(raw, dict):
         raise MensError("mix config must be a mapping", where, "give sources: and output:")
     unknown = set(raw) - _TOP_KEYS
@@ -80,7 +89,6 @@ def load_config(config_path: str | Path) -> MixConfig:
         raise MensError("'sources' must be a non-empty list", where, "list the pair files to mix")
     if not isinstance(raw.get("output"), str):
         raise MensError("'output' must be a path", where, "say where train.jsonl goes")
-    base = path.parent
     sources = []
     for i, src in enumerate(raw["sources"]):
         at = f"{where}: sources[{i}]"
@@ -127,13 +135,23 @@ def _format_ok(obj: dict, fmt: str) -> bool:
 
 def mix(config_path: str | Path, *, allow_missing: bool = False, lenient: bool = False,
         output: str | Path | None = None) -> Report:
-    cfg = load_config(config_path)
+    """`mens corpus mix --config`: the mix.yaml's spec, mixed; the file's hash joins the report's
+    fingerprint inputs."""
+    return mix_pairs(load_config(config_path), allow_missing=allow_missing, lenient=lenient, output=output,
+                     where=str(config_path), inputs={str(config_path): file_hash(config_path)})
+
+
+def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = False,
+              output: str | Path | None = None, where: str = "mix config",
+              inputs: dict[str, str] | None = None) -> Report:
+    """Mix `cfg.sources` into `output` (default `cfg.output`) and write the report beside it.
+    `where` names the spec in errors; `inputs` are further {path: hash} the output depends on."""
     out = Path(output) if output else cfg.output
     report = Report("mix", str(out))
     rng = random.Random(cfg.seed)
     rows: list[dict] = []
     per_source: list[dict[str, Any]] = []
-    hashes: dict[str, str] = {str(config_path): file_hash(config_path)}
+    hashes: dict[str, str] = dict(inputs or {})
     with progress("mix", total=len(cfg.sources)) as bar:
         for src in cfg.sources:
             entry = {"path": str(src.path), "weight": src.weight, "fingerprint": None, "input_rows": 0,
@@ -181,7 +199,7 @@ def mix(config_path: str | Path, *, allow_missing: bool = False, lenient: bool =
             if entry["input_rows"] == 0:
                 entry["skipped_reason"] = "empty"
     if not rows:
-        raise MensError("the mix produced no rows", str(config_path),
+        raise MensError("the mix produced no rows", where,
                         "check the sources, weights and lane filters")
     if cfg.shuffle:
         rng.shuffle(rows)

@@ -5,7 +5,7 @@ and returns a few key figures for the summary table.
 Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
 
     corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
-    data/mix.yaml  train.jsonl (+ mix report)  eval_results.json      pretrain/train.jsonl (scratch.data)
+    data/train.jsonl (+ mix report)  eval_results.json                pretrain/train.jsonl (scratch.data)
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
 """
@@ -107,19 +107,14 @@ def _mix_params(ctx: Context) -> dict[str, Any]:
 
 
 def _mix(ctx: Context) -> dict[str, Any]:
-    import yaml
+    from mens.corpus.mix import mix_pairs, parse_config
 
-    from mens.corpus.mix import mix
-    from mens.records import write_text_atomic
-
-    cfg = {k: v for k, v in _mix_params(ctx).items()}
-    cfg["output"] = str(_p(ctx, "data", "train.jsonl").resolve())
-    config_path = _p(ctx, "data", "mix.yaml")
-    write_text_atomic(config_path, "# written by mens pipeline from the `mix` section of its config\n"
-                      + yaml.safe_dump(cfg, sort_keys=False))
-    rep = mix(config_path)
-    return {"rows": rep.counts.get("output_rows", rep.counts.get("rows", sum(
-        s.get("emitted_rows", 0) for s in rep.extra.get("sources", []))))}
+    # The `mix` section is a mix.yaml minus `output`: validated by the same parser, handed over
+    # as a MixConfig. The mix report beside train.jsonl records the spec it was made from.
+    where = "pipeline config: mix"
+    spec = {**_mix_params(ctx), "output": str(_p(ctx, "data", "train.jsonl").resolve())}
+    rep = mix_pairs(parse_config(spec, _p(ctx, "data"), where), where=where)
+    return {"rows": rep.counts["output_rows"]}
 
 
 def _eval(ctx: Context) -> dict[str, Any]:
@@ -189,7 +184,10 @@ def _scratch(ctx: Context) -> dict[str, Any]:
 
     params, data_dir = _scratch_params(ctx), _p(ctx, "data")
     if params.get("data"):
-        # `mens train` reads DIR/train.jsonl; give the base its own data dir.
+        # `mens train` takes a data dir and reads DIR/train.jsonl, so `scratch.data` (any pairs
+        # file) is copied into a dir of the base's own. Kept, not passed by path, until
+        # TrainConfig can name a train file: the copy is the base's training data as trained on,
+        # and base/training_manifest.json points at it.
         data_dir = _p(ctx, "pretrain")
         data_dir.mkdir(parents=True, exist_ok=True)
         with atomic_path(data_dir / "train.jsonl") as tmp:
