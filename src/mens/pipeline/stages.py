@@ -267,8 +267,9 @@ def _run_results(ctx: Context, *names: str) -> list[Path]:
     return [_p(ctx, "run", n) for n in names]
 
 
-# The mens code each stage's outputs depend on (its fingerprint hashes their sources).
-_CORPUS = ("mens.corpus", "mens.records")
+# The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
+# stages' reports carry fingerprint blocks, so the fingerprint module is part of their code.
+_CORPUS = ("mens.corpus", "mens.records", "mens.pipeline.fingerprint")
 _TRAIN = ("mens.train", "mens.records")
 _EVALUATE = ("mens.evaluate",)
 
