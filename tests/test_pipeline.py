@@ -191,3 +191,27 @@ def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     src.write_text("bb")
     [outcome] = run_pipeline(ctx, [stage])
     assert outcome.status == "ran" and outcome.reason == "input changed: in.txt" and seen[-1] is False
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"max_step": 3}, "unknown key(s) max_step"),
+    ({"train": {"max_step": 3}}, "unknown key(s) in 'train': max_step"),
+    ({"scratch": {"data": "x.jsonl", "lr": 1e-3, "layers": 2}}, "unknown key(s) in 'scratch': layers"),
+    ({"bench": {"paths": "bench"}}, "unknown key(s) in 'bench': paths"),
+    ({"gate": {"policy": "gates.yaml", "strict": True}}, "unknown key(s) in 'gate': strict"),
+])
+def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit, message):
+    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    for key, value in edit.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and key in config else value
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_binary_or_deeply_nested_config_is_a_one_line_error(run_cli, tmp_path):
+    for body in (b"seed: \xff\xfe\n", b"seed: " + b"[" * 100_000 + b"\n"):
+        (tmp_path / "p.yaml").write_bytes(body)
+        code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
+        assert code == 2 and "p.yaml" in err and "Traceback" not in err, err

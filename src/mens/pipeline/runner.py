@@ -146,14 +146,48 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
         raise MensError("pipeline config not found", str(path), "give --config examples/pipeline.yaml")
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (UnicodeDecodeError, RecursionError) as err:
+        what = "is not UTF-8 text" if isinstance(err, UnicodeDecodeError) else "is nested too deeply"
+        raise MensError(f"pipeline config {what}", str(path), "give a YAML file like examples/pipeline.yaml") from None
     except yaml.YAMLError as exc:
         raise MensError(f"pipeline config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix it") from None
     if not isinstance(config, dict):
         raise MensError("pipeline config must be a mapping", str(path), "see examples/pipeline.yaml")
+    check_keys(config, str(path))
     base = path.resolve().parent
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
     return Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+
+
+# The keys each section may hold: a misspelt key (`max_step:`) is an error, not a silent default.
+# `train` and `scratch` take every `mens train` field (scratch also `data`); `mix` is checked by
+# mens.corpus.mix with the same rule.
+_SECTION_KEYS = {
+    "corpus": {"sources", "langs"},
+    "generate_data": {"count", "seed"},
+    "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size"},
+    "gate": {"policy"},
+}
+_TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", *_SECTION_KEYS}
+
+
+def check_keys(config: dict[str, Any], where: str) -> None:
+    from mens.train.config import FIELD_NAMES
+
+    allowed = {**_SECTION_KEYS, "train": FIELD_NAMES, "scratch": FIELD_NAMES | {"data"}}
+    unknown = sorted(set(map(str, config)) - _TOP_KEYS)
+    if unknown:
+        raise MensError(f"unknown key(s) {', '.join(unknown)}", where,
+                        f"use {', '.join(sorted(_TOP_KEYS))} (see examples/pipeline.yaml)")
+    for name, keys in allowed.items():
+        section = config.get(name)
+        if isinstance(section, dict):
+            bad = sorted(str(k) for k in section if str(k) not in keys)
+            if bad:
+                hint = "any `mens train` field (docs/training.md)" if name in ("train", "scratch") \
+                    else ", ".join(sorted(keys))
+                raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where, f"use {hint}")
 
 
 def select(stages: list[Stage], names: str | None) -> list[Stage]:
