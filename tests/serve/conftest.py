@@ -19,3 +19,17 @@ def live_server(tiny_model_dir, serve_runs):
     server = LiveServer(app, engine)
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def long_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model with an 8192-token window: the tiny model decodes ~1000 tokens/s, so a
+    request for 8000 tokens holds its batch row for seconds — long enough to queue others behind it."""
+    import json
+    import shutil
+
+    model_dir = tmp_path_factory.mktemp("long-window") / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 8192}))
+    return model_dir

@@ -55,3 +55,32 @@ def test_a_failing_request_fails_alone(engine):
     assert good_done.wait(60) and good_events[-1][:3] == ("done", 0, "length")
     after_events, after_done = _submit(engine, tok("fn").input_ids, 3)
     assert after_done.wait(30) and after_events[-1][0] == "done"
+
+
+def test_a_request_that_breaks_sampling_or_admission_fails_alone(engine):
+    """Past the API's checks nothing a request carries can stop the engine: a max_tokens of None
+    breaks sampling for its row only, a seed torch cannot take breaks admission for that request
+    only, and a sink that raises just cancels its request."""
+    from mens.serve.engine import Request, Sampling
+
+    tok = engine.tokenizer
+    good_events, good_done = _submit(engine, tok("def").input_ids, 30)
+    while not any(e[0] == "delta" for e in good_events):
+        time.sleep(0.005)
+    bad = []
+    for sampling in (Sampling(max_tokens=None), Sampling(max_tokens=5, seed="x")):
+        events, done = [], threading.Event()
+        engine.submit(Request(tok("fn").input_ids, sampling,
+                              lambda ev, e=events, d=done: (e.append(ev), ev[0] != "delta" and d.set())))
+        bad.append((events, done))
+    broken = Request(tok("fn").input_ids, Sampling(max_tokens=5, temperature=0), sink=lambda ev: 1 / 0)
+    engine.submit(broken)
+    for events, done in bad:
+        assert done.wait(30) and events[-1][0] == "error", events
+    assert good_done.wait(60) and good_events[-1][:3] == ("done", 0, "length")
+    deadline = time.time() + 30
+    while engine.snapshot()["waiting"] and time.time() < deadline:
+        time.sleep(0.01)
+    assert broken.cancelled and engine.alive and engine.error is None
+    after_events, after_done = _submit(engine, tok("fn").input_ids, 3)
+    assert after_done.wait(30) and after_events[-1][0] == "done"

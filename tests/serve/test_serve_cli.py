@@ -115,3 +115,84 @@ def test_a_client_that_hangs_up_frees_its_rows(tiny_model_dir, tmp_path):
         assert stats["cancelled"] == 1 and stats["tokens"] < 8000, stats
     finally:
         server.close()
+
+
+def _one_line_error(code, err, *needles):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mens: error: "), err
+    for needle in needles:
+        assert needle in lines[0], (needle, err)
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--queue-size", "-1"], "--queue-size"),
+    (["--queue-size", "0"], "--queue-size"),
+    (["--max-batch", "0"], "--max-batch"),
+    (["--max-batch", "many"], "--max-batch"),
+    (["--port", "70000"], "--port"),
+    (["--port", "-1"], "--port"),
+    (["--port", "http"], "--port"),
+    (["--max-body-bytes", "10"], "--max-body-bytes"),
+    (["--max-prompt-tokens", "0"], "--max-prompt-tokens"),
+    (["--api-key", ""], "--api-key"),
+    (["--device", "tpu"], "--device"),
+    (["--device", "cuda:99"], "--device"),
+    (["--grammar", "no-such-language"], "--grammar"),
+    (["--host", "no.such.host.invalid"], "--host"),
+])
+def test_bad_serve_flags_are_one_line_errors(tiny_model_dir, run_cli, flags, needle):
+    _one_line_error(*run_cli("serve", str(tiny_model_dir), *flags)[::2], needle)
+
+
+def test_cuda_on_a_machine_without_it(tiny_model_dir, run_cli):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    _one_line_error(*run_cli("serve", str(tiny_model_dir), "--device", "cuda")[::2], "--device", "--device cpu")
+
+
+def test_a_busy_port_is_a_one_line_error(tiny_model_dir, run_cli):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        _one_line_error(*run_cli("serve", str(tiny_model_dir), "--port", port)[::2], "already in use", "--port")
+
+
+def _corrupt_copy(src, tmp_path, name, damage):
+    import shutil
+
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    damage(dst)
+    return dst
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda d: (d / "config.json").write_text("{not json"), "config.json"),
+    (lambda d: (d / "tokenizer.json").write_bytes(b"\xff\xfe garbage"), "tokenizer.json"),
+    (lambda d: _truncate(d / "model.safetensors"), "model.safetensors"),
+    (lambda d: (d / "config.json").write_text('{"model_type": "no-such-family"}'), "cannot load the model"),
+])
+def test_a_corrupt_model_is_a_one_line_error(tiny_model_dir, tmp_path, run_cli, damage, needle):
+    model = _corrupt_copy(tiny_model_dir, tmp_path, "model", damage)
+    _one_line_error(*run_cli("serve", str(model))[::2], needle)
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda d: (d / "adapter_config.json").write_text("[[["), "adapter_config.json"),
+    (lambda d: _truncate(d / "adapter_model.safetensors"), "adapter_model.safetensors"),
+    (lambda d: (d / "training_manifest.json").write_bytes(b"\x00" * 8), "training_manifest.json"),
+])
+def test_a_corrupt_adapter_is_a_one_line_error(make_adapter_run, tiny_model_dir, tmp_path, run_cli, damage, needle):
+    run = _corrupt_copy(make_adapter_run("serve-corrupt"), tmp_path, "run", damage)
+    _one_line_error(*run_cli("serve", str(run))[::2], needle)
+    _one_line_error(*run_cli("serve", str(tiny_model_dir), "--adapter", f"x={run}")[::2], needle)
