@@ -50,7 +50,7 @@ HYPER = {"lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "lr": 2e-4, "warm
 RUNS = ("trl", "trl-nogc", "trl-liger", "trl-tcmalloc", "mens", "mens-glibc", "mens-whole")
 # trl-tcmalloc: TRL defaults with tcmalloc preloaded, as mens runs (how much is the allocator alone?)
 # mens-glibc:   mens on the system malloc (MENS_ALLOCATOR=system)
-# mens-whole:   mens with MENS_TOKENS_PER_PASS=0 (each micro-batch in one pass: more memory)
+# mens-whole:   mens with --tokens-per-pass seq x batch (each micro-batch in one pass: more memory)
 
 
 # ---------------------------------------------------------------- shared inputs
@@ -225,8 +225,8 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
     extra_env = {}
     if name.startswith("mens"):
         cmd = mens_command(spec, run_dir)
-        if name == "mens-whole":
-            extra_env["MENS_TOKENS_PER_PASS"] = "0"
+        if name == "mens-whole":  # a pass as big as the micro-batch: the whole micro-batch in one pass
+            cmd += ["--tokens-per-pass", str(spec["seq"] * spec["batch"])]
         if name == "mens-glibc":
             extra_env["MENS_ALLOCATOR"] = "system"
     else:

@@ -45,7 +45,7 @@ def test_merge_matches_adapter_and_loads_plainly(make_adapter_run, tmp_path, run
 
 
 def test_qlora_run_merges_into_the_fp_base(make_adapter_run, tmp_path):
-    from mens.merge import merge_run
+    from mens.export.merge import merge_run
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from mens.train.kernels import LoraDelta
-from mens.train.speed import (flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
+from mens.train.speed import (SpeedPlan, flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
                               row_groups, split_for_memory)
 
 
@@ -116,7 +116,9 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
     from mens.train.config import TrainConfig
     from mens.train.data import build_examples, epoch_batches
     from mens.train.loop import batch_loss
-    from mens.train.model import BaseModelInfo, decoder_and_head, load_model, load_tokenizer
+    from mens.hf import load_tokenizer
+    from mens.train.backends import build
+    from mens.train.model import decoder_and_head
 
     tok = load_tokenizer(str(tiny_model_dir))
     pairs = [Pair.from_dict({"prompt": f"Write a Vox function that adds {i} and {i + 1}.",
@@ -126,11 +128,10 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
     batch = epoch_batches(examples, 96, 4, 0, 0, tok.pad_token_id)[0]
     cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", lora_dropout=0.0, seq_len=96,
                       micro_batch=4).validate()
-    base = BaseModelInfo(str(tiny_model_dir), str(tiny_model_dir), None)
 
     def grads(parts):
         torch.manual_seed(0)
-        model = load_model(cfg, base, "cpu", torch.float32)
+        model = build(cfg, torch.device("cpu"), False).model
         optimize_for_training(model, cfg)
         decoder, head = decoder_and_head(model)
         total = 0.0
@@ -140,9 +141,8 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
             total += float(s.detach())
         return total, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
-    cfg.tokens_per_pass = 96  # one row per pass
-    parts = row_groups(batch, cfg, "cpu")
-    lazily = list(split_for_memory(batch, cfg, "cpu"))  # the same passes, one heap trim before each
+    parts = row_groups(batch, 96)  # one row per pass
+    lazily = list(split_for_memory(batch, SpeedPlan(96, trim_heap=True)))  # the same passes, one heap trim before each
     assert [p.input_ids.tolist() for p in lazily] == [p.input_ids.tolist() for p in parts]
     assert len(parts) == batch.input_ids.shape[0] > 1
     assert sum(p.n_supervised for p in parts) == batch.n_supervised
@@ -151,17 +151,17 @@ def test_split_micro_batch_gives_the_same_loss_and_gradients(tiny_model_dir):
     assert split_loss == pytest.approx(whole_loss, rel=1e-5)
     for name in whole:
         torch.testing.assert_close(split[name], whole[name], rtol=1e-4, atol=1e-6)
-    cfg.tokens_per_pass = 0  # 0 = whole micro-batch
-    assert row_groups(batch, cfg, "cpu") == [batch]
+    assert row_groups(batch, 0) == [batch]  # 0 = whole micro-batch
 
 
 def test_optimize_for_training_switches(tiny_model_dir):
     from mens.train.config import TrainConfig
-    from mens.train.model import BaseModelInfo, load_model, unwrap
+    from mens.train.backends import build
+    from mens.train.model import unwrap
 
     cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", gradient_checkpointing="on").validate()
-    model = load_model(cfg, BaseModelInfo(str(tiny_model_dir), str(tiny_model_dir), None), "cpu", torch.float32)
-    assert optimize_for_training(model, cfg) is model
+    model = build(cfg, torch.device("cpu"), False).model
+    assert optimize_for_training(model, cfg).checkpoint_every == 1
     inner = unwrap(model)
     assert inner.config.use_cache is False
     assert inner.is_activation_checkpointing
@@ -170,17 +170,16 @@ def test_optimize_for_training_switches(tiny_model_dir):
 def test_optimized_model_matches_plain_peft(tiny_model_dir):
     """All levers on (dropout 0 so both draw nothing): same loss and adapter gradients."""
     from mens.train.config import TrainConfig
-    from mens.train.model import BaseModelInfo, load_model
+    from mens.train.backends import build
     from mens.train.kernels import SwiGLU
 
     cfg = TrainConfig(model=str(tiny_model_dir), backend="lora", lora_dropout=0.0,
                       gradient_checkpointing="off").validate()
-    base = BaseModelInfo(str(tiny_model_dir), str(tiny_model_dir), None)
     ids = torch.randint(3, 300, (2, 17))
 
     def run(optimize: bool):
         torch.manual_seed(0)
-        model = load_model(cfg, base, "cpu", torch.float32)
+        model = build(cfg, torch.device("cpu"), False).model
         if optimize:
             optimize_for_training(model, cfg)
         loss = model(input_ids=ids, labels=ids).loss

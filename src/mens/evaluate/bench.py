@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
+from mens.hf import chat_prompt, stop_token_ids
 from mens.lang.base import extract_code, has_fence
 from mens.records import iter_jsonl, write_json_atomic
 
@@ -200,24 +201,6 @@ def score_bench(tasks: list[BenchTask], responses: list[list[str]], k: int) -> d
 
 # ---------------------------------------------------------------- generation
 
-def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
-    """The generation prompt in the model's chat template, or ChatML when it has none."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return text + "<|im_start|>assistant\n"
-
-
-def _stop_ids(tokenizer) -> list[int]:
-    ids = {tokenizer.eos_token_id}
-    for tok in ("<|im_end|>", "<|endoftext|>", "[EOS]"):
-        tid = tokenizer.convert_tokens_to_ids(tok)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
-            ids.add(tid)
-    return sorted(i for i in ids if i is not None)
-
-
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: float = 0.0, seed: int = 0,
              max_new_tokens: int = 256, batch_size: int = 8, system: str | None = None,
              progress_bar=None) -> list[list[str]]:
@@ -235,7 +218,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
     window = int(getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 0) or 4096)
     max_prompt = max(16, window - max_new_tokens)
     texts = [chat_prompt(tokenizer, p, system) for p in prompts for _ in range(n)]
-    stop = _stop_ids(tokenizer)
+    stop = stop_token_ids(model, tokenizer)
     device = next(model.parameters()).device
     outputs: list[str] = []
     was_training = model.training

@@ -1,22 +1,25 @@
-"""Which malloc a training process runs on, and switching to a faster one at start-up.
+"""Start-up memory set-up of a training process: which malloc it runs on, switching to a faster
+one, and tuning glibc's heap when it stays on glibc.
 
 Why: on CPU, every activation, dequantised NF4 weight and gradient of a training step is a
 fresh multi-megabyte tensor. glibc's malloc either maps big blocks fresh (every use pays page
-faults: measured 2.6 M faults and ~20 s per Qwen2.5-0.5B step) or keeps them in a heap that
-fragments as pass lengths vary (peak 3.3 GB instead of 2.4). tcmalloc keeps per-size free lists
-that are reused without faults and fragment little: the same step takes ~9 s at a 2.4 GB peak
-(docs/performance.md, "Where the time and memory go"). PyTorch's own CPU launcher
+faults) or keeps them in a heap that fragments as pass lengths vary; tcmalloc keeps per-size
+free lists that are reused without faults and fragment little (measurements: docs/performance.md,
+"Where the time and memory go"). PyTorch's own CPU launcher
 (`torch.backends.xeon.run_cpu --enable_tcmalloc`) does the same thing.
 
 A malloc can only be swapped before the process starts, so `mens train` / `mens pipeline`,
 run as a command, re-execute themselves once with the library in LD_PRELOAD when it is
 installed (Debian/Ubuntu: `libtcmalloc-minimal4`; jemalloc is the second choice). Set
-MENS_ALLOCATOR=system to keep glibc, or =tcmalloc / =jemalloc to insist on one.
+MENS_ALLOCATOR=system to keep glibc, or =tcmalloc / =jemalloc to insist on one. On glibc,
+`tune_heap` fixes the mmap threshold at 32 MiB (only the LM head's [chunk, vocab] buffers are
+mapped fresh) and `trim_heap` returns freed memory once the model is built and before every pass.
 No torch import here: this runs before anything heavy is loaded.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -96,3 +99,41 @@ def reexec_with_fast_allocator(argv: list[str]) -> None:
         os.execve(sys.executable, [sys.executable, "-m", "mens", *argv], env)
     except OSError:
         return  # keep going on the system allocator
+
+
+# ---------------------------------------------------------------- glibc heap tuning
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """glibc's handle when malloc is glibc's; None under tcmalloc/jemalloc or elsewhere. Looked
+    up once: `find_library` runs ldconfig, and trim_heap() runs before every pass."""
+    if in_use() != "system":
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:  # pragma: no cover - not glibc
+        return None
+
+
+def tune_heap() -> bool:
+    """On glibc: big blocks (>= 32 MiB) mapped fresh, the rest reused from the heap, which is
+    trimmed only past 128 MiB of free top. Returns whether glibc was tuned."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
+    return True
+
+
+def trim_heap() -> None:
+    """Give glibc's free heap memory back to the OS (a no-op on other allocators)."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)

@@ -2,7 +2,8 @@
 the scheduler, every rank's RNG states and the data position (a `Progress`). The directory is
 written under a temporary name and renamed, so a crash never leaves half a checkpoint, and a
 resume restores everything that decides the next loss: it continues the same trajectory.
-The final weights (adapter, or the whole model) land in the run dir file by file, by rename."""
+The final weights (`save_pretrained`: adapter, or the whole model) land in the run dir file by
+file, by rename."""
 
 from __future__ import annotations
 
@@ -159,26 +160,16 @@ def weights_sha256(model) -> str:
     return h.hexdigest()
 
 
-def save_final(run_dir: Path, model, tokenizer, backend: str, weights: dict | None = None) -> None:
-    """The adapter (qlora/lora) or the whole model (full/scratch), plus the tokenizer with the
-    chat template training used; each file lands by an atomic rename. A sharded (FSDP) model
-    passes its gathered `weights` (mens.train.distributed.full_state)."""
+def save_pretrained(run_dir: Path, model, tokenizer, weights: dict | None = None) -> None:
+    """`save_pretrained` of the model — a PEFT model writes its adapter, a transformers model
+    all its weights — plus the tokenizer with the chat template training used; each file lands
+    in the run dir by an atomic rename. A sharded (FSDP) model passes its gathered `weights`
+    (mens.train.distributed.full_state)."""
     import tempfile
 
-    from mens.train.model import unwrap
-
-    extra = {"state_dict": weights} if weights is not None else {}
-    if backend == "scratch":
-        from mens.train.scratch import save_scratch_model
-
-        save_scratch_model(model, tokenizer, run_dir, **extra)
-        return
     tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
     try:
-        if backend in ("qlora", "lora"):
-            model.save_pretrained(tmp, **extra)
-        else:
-            unwrap(model).save_pretrained(tmp, **extra)
+        model.save_pretrained(tmp, **({"state_dict": weights} if weights is not None else {}))
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
         for item in sorted(tmp.iterdir()):

@@ -16,7 +16,7 @@ from typing import Any
 
 from mens.errors import MensError
 
-BACKENDS = ("qlora", "lora", "full", "scratch")
+from mens.train.backends import BUILDERS as BACKENDS  # the registry: a new backend is one builder
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DISTRIBUTED = ("auto", "ddp", "fsdp")

@@ -17,13 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.hf import ensure_chat_template
 from mens.records import Pair
 
 IGNORE = -100
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 
 
 @dataclass
@@ -66,14 +63,6 @@ class Batch:
 
 
 # ---------------------------------------------------------------- pairs → examples
-
-def ensure_chat_template(tokenizer) -> str:
-    """Use the tokenizer's own chat template; give ChatML to one that has none."""
-    if getattr(tokenizer, "chat_template", None):
-        return "template"
-    tokenizer.chat_template = CHATML_TEMPLATE
-    return "chatml"
-
 
 def _render(tokenizer, messages, generation_prompt: bool = False) -> str:
     if not messages:

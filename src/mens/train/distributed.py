@@ -142,7 +142,7 @@ def passes(batches: list, rank: int, world: int, split: Callable[[object], list]
 def full_state(model: nn.Module, optimizer=None, root: Sharded | None = None) -> dict:
     """The gathered trainable weights (with the persistent buffers, by state-dict name) and
     optimizer state (in `optimizer.state_dict()`'s layout) of a sharded model, as keyword
-    arguments of save_checkpoint / save_final. A collective: every rank calls it; rank 0 gets
+    arguments of save_checkpoint / a builder's save. A collective: every rank calls it; rank 0 gets
     CPU tensors, the others an empty dict."""
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                          get_optimizer_state_dict)

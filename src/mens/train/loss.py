@@ -182,3 +182,39 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         out_w = (grad_w * scale).to(w_dtype) if grad_w is not None else None
         out_b = (grad_b * scale).to(b_dtype) if grad_b is not None else None
         return out_h, out_w, out_b, None, None
+
+
+# ---------------------------------------------------------------- the loss of a micro-batch
+
+def batch_loss(decoder, head, batch, device, chunk_size: int):
+    """Sum of token losses and supervised-token count of one micro-batch. The decoder body
+    gives the last hidden states; the head and cross-entropy run only where a target exists."""
+    from mens.train.data import IGNORE
+
+    ids = batch.input_ids.to(device, non_blocking=True)
+    pos = batch.position_ids.to(device, non_blocking=True)
+    targets = batch.targets.to(device, non_blocking=True)
+    # No attention_mask: restarting position ids make transformers build the block-diagonal
+    # (packed) causal mask, or varlen attention under flash-attention.
+    hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
+    keep = targets != IGNORE
+    return supervised_loss(hidden[keep], head, targets[keep], chunk_size)
+
+
+def loss_against_reference(model, decoder, head, batch, device, max_tokens: int = 256):
+    """(our mean loss, transformers' mean loss) on the first `max_tokens` tokens of row 0."""
+    from mens.train.data import IGNORE, Batch
+
+    k = min(batch.input_ids.shape[1], max_tokens)
+    ids, pos = batch.input_ids[:1, :k], batch.position_ids[:1, :k]
+    targets = batch.targets[:1, :k].clone()
+    targets[0, -1] = IGNORE  # transformers cannot score the token after the slice
+    n = int((targets != IGNORE).sum())
+    if n == 0:
+        return None, None
+    s, _ = batch_loss(decoder, head, Batch(ids, pos, targets, n, k), device, 1024)
+    labels = torch.full_like(targets, IGNORE)
+    labels[0, 1:] = targets[0, :-1]  # transformers shifts labels itself
+    ref = model(input_ids=ids.to(device), position_ids=pos.to(device), labels=labels.to(device),
+                use_cache=False).loss
+    return float(s) / n, float(ref)

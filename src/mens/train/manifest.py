@@ -1,11 +1,10 @@
 """`training_manifest.json` (`mens.training_manifest.v1`): everything a later stage needs to
 know about a run — base model, tokenizer, data fingerprints, every hyper-parameter, device,
 library versions, provenance, results and status — so merge, bench, gate and serve read instead
-of asking."""
+of asking. `mens.hf.read_manifest` reads it back."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -64,6 +63,7 @@ class Manifest:
     seed: int
     provenance: dict[str, Any]
     scratch_shape: dict[str, Any] | None = None
+    speed: dict[str, Any] | None = None      # mens.train.speed.SpeedPlan: passes, checkpointing, levers
     results: Results = field(default_factory=Results)
     status: str = "running"
     error: str | None = None
@@ -86,6 +86,7 @@ class Manifest:
             "preset": self.preset,
             "hyperparameters": self.hyperparameters,
             "scratch_shape": self.scratch_shape,
+            "speed": self.speed,
             "device": self.device,
             "seed": self.seed,
             "versions": library_versions(),
@@ -97,13 +98,3 @@ class Manifest:
 
     def write(self, run_dir: str | Path) -> None:
         write_json_atomic(Path(run_dir) / MANIFEST, self.to_dict())
-
-
-def read_manifest(run_dir: str | Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None

@@ -2,7 +2,7 @@
 raw-text pre-training chunks, and saving as a standard Hugging Face model directory.
 
 The training loop (`mens.train.loop`) is the same one QLoRA/LoRA use; `--backend scratch` only
-swaps in these builders. GPT-2's architecture is used because its config has exactly the knobs
+swaps in the `scratch` builder of `mens.train.backends`, which uses these. GPT-2's architecture is used because its config has exactly the knobs
 DESIGN.md §4 names (layers, heads, width, FFN, dropouts, positions) and every later stage
 (bench, merge, serve) loads it with `AutoModelForCausalLM` unchanged.
 """

@@ -1,111 +1,94 @@
-"""Speed and memory levers applied to a model after its adapters are attached.
+"""Speed and memory levers for training, and the plan they leave behind.
 
-`optimize_for_training(model, cfg)` is called once by the model builder; `split_for_memory`
-by the loop for each micro-batch. The LM head + cross-entropy lever lives in
-`mens.train.loss`. Each lever says what it bought, measured on this project's benchmark
-(`bench/train_vs_trl.py`, Qwen2.5-0.5B shape, QLoRA, 2-core CPU; see docs/performance.md).
+The loop (`mens.train.prepare`) calls `optimize_for_training(model, cfg)` once, after the
+backend's builder: it patches the model in place and returns a `SpeedPlan` — tokens per pass,
+activation checkpointing, what was patched — which is recorded in the manifest (`speed`) and
+handed to `split_for_memory` for every micro-batch. The LM head + cross-entropy lever lives in
+`mens.train.loss`; what each lever bought, measured on `bench/train_vs_trl.py`, is in
+docs/performance.md ("The levers, measured").
 
-1. Lean LoRA (`kernels.LoraDelta`): PEFT's LoRA forward upcasts the layer input to fp32 for every
-   adapted module (7 per decoder layer), draws its dropout mask with `nn.Dropout` and lets
-   autograd keep the fp32 input, the dropped fp32 copy and the mask: ~9 bytes per input
-   element per module. Here the adapter runs in the input's dtype (bf16 under QLoRA, the
-   same arithmetic TRL's bf16 autocast uses), the mask comes from 15-bit lanes of 64-bit random
-   draws (~10x cheaper than `bernoulli_`/`F.dropout` on CPU), regenerated in backward from a
-   per-call seed, and only the [N, r] bottleneck is saved: the input itself is shared with the
-   base layer. The scale rides on the
-   bottleneck and the sum with the base output is the B matmul's accumulator (`addmm`).
-   Measured per step, 4-layer cut: the dropout/cast/copy share of the profile fell from ~30 %
-   to a few %.
-2. Micro-batch splitting (`split_for_memory`): on CPU the matmuls already saturate the cores
-   at a few hundred rows, so a packed micro-batch is run row by row (forward + backward per
-   row, gradients accumulate; the loss is divided by the whole window's supervised tokens, so
-   the result is the same gradient). A pass holds at most CPU_ACTIVATION_BUDGET (1 GiB) of
-   estimated activations, never less than one row: one row per pass at the 0.5B shape, the
-   whole micro-batch on its 4-layer cut. Each pass re-dequantises every NF4 weight, so more
-   passes may cost CPU (x1.8 per micro-batch in a 4-pass A/B on the 4-layer cut under heavy
-   load; 17.2 s vs 16.8 s per epoch there, row passes vs whole, at low load), but at
-   0.5B one 2,048-token pass holds ~3.5 GB and ran slower (118 s vs 44 s epoch, 8 GB RSS) than
-   row passes (4.5 GB); no recomputation of matmuls, unlike activation checkpointing.
+1. Lean LoRA (`lean_lora` → `kernels.LoraDelta`): the adapter runs in the input's dtype, its
+   dropout mask is drawn cheaply and regenerated in backward, only the [N, r] bottleneck is
+   saved, and the sum with the base output is the B matmul's accumulator.
+2. Micro-batch splitting (`split_for_memory`): on CPU a packed micro-batch runs in row groups
+   of at most `tokens_per_pass` tokens (at most CPU_ACTIVATION_BUDGET of estimated activations,
+   never less than one row); the loss is divided by the whole window's supervised tokens, so
+   the summed gradient is the micro-batch's. No recomputation, unlike checkpointing.
 3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
-   every n-th layer when the estimated activations of one pass would not fit in half the free
-   memory: it recomputes the forward of those layers (TRL's default, all layers: ~+40 % CPU in
-   our runs), so it is the last resort.
-4. Flat NF4 scales (`flatten_double_quant`): with double quantisation every dequantisation
-   (forward and backward of every layer, every pass) first dequantises the 8-bit block scales
-   through bitsandbytes' generic path; measured on a 4864x896 weight, 2 cores: 56 ms nested vs
-   14 ms flat per dequantisation, against 66 ms for the 2,048-row matmul it feeds. The scales
-   are dequantised once at load into fp32 (the very values double quantisation yields, so the
-   weights and every result are bit-identical); costs 4 bytes per 64 weights (22 MB at 0.5B).
-5. Lean SwiGLU (`lean_swiglu`): `down(silu(gate(x)) * up(x))` lets autograd keep gate(x),
-   silu(gate(x)) and up(x); `kernels.SwiGLU` keeps gate(x) and up(x) and recomputes the (cheap,
-   elementwise) silu in backward: one [tokens, intermediate] tensor less per layer, 9.7 of the
-   72 KB saved per token and layer on the Qwen2.5-0.5B shape (measured with
-   saved_tensors_hooks).
-6. CPU memory hygiene (`own_weights`, `_lean_allocator`): transformers leaves unquantised
-   weights (the 136 M-parameter tied embedding / LM head) as views into the mmap'd
-   safetensors file, which keeps the whole file (988 MB at 0.5B) mapped and, once the head has
-   read it, resident; cloning them releases the map. The allocator matters as much as any
-   kernel: `mens train` runs on tcmalloc when it is installed (`mens.train.allocator`;
-   Qwen2.5-0.5B, one 4x512 step: ~9 s at a 2.4 GB peak). On glibc, a 1 MiB mmap threshold
-   (this lever's first form) kept the peak at 2.6-2.8 GB but paid ~2.6 M page faults per step
-   (~20 s); the default growing threshold reuses the heap (~10 s) but keeps load-time garbage
-   and fragments (3.3-3.7 GB). So on glibc: a fixed 32 MiB threshold (only the LM head's
-   [chunk, vocab] buffers are mapped fresh), a `malloc_trim` once the model is built and one
-   before every pass: ~11.5 s at 2.7 GB (trimming per micro-batch instead: ~10.5 s at 3.3 GB).
-7. No KV cache during training (`use_cache=False`): the cache is never read in training but
-   transformers would still build it.
-8. Fused RMSNorm (`lean_rmsnorm`, Llama/Qwen2/Mistral-style norms): aten's fused kernel forward
-   (bit-identical output), saving x and a [tokens, 1] reciprocal RMS instead of an fp32 copy.
+   every n-th layer when one pass's estimated activations would not fit in half the free
+   memory: it recomputes those layers' forward, so it is the last resort.
+4. Flat NF4 scales (`flatten_double_quant`): double-quantised block scales dequantised once at
+   load into fp32 (the very values double quantisation yields: bit-identical results).
+5. Lean SwiGLU (`lean_swiglu` → `kernels.SwiGLU`): silu(gate(x)) recomputed in backward instead
+   of saved.
+6. CPU memory hygiene (`own_weights`): unquantised weights that transformers leaves as views into
+   the mmap'd safetensors file get their own memory, which releases the map; the allocator and
+   glibc heap tuning are `mens.train.allocator`'s.
+7. No KV cache during training (`use_cache=False`).
+8. Fused RMSNorm (`lean_rmsnorm` → `kernels.RMSNorm`, Llama/Qwen2/Mistral-style norms).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
+from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 import torch
 from torch import nn
 
+from mens.train.allocator import trim_heap, tune_heap
 from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
 # CPU passes hold at most this much estimated activation memory (lever 2): at the 0.5B shape
 # that is one 512-token row per pass; at its 4-layer cut a whole 4x512 micro-batch.
 CPU_ACTIVATION_BUDGET = 1 << 30
-_auto_tokens_per_pass: int | None = None  # set by optimize_for_training from the model shape
+
+
+@dataclass
+class SpeedPlan:
+    """How the loop runs a micro-batch, decided once per run (recorded in the manifest)."""
+
+    tokens_per_pass: int | None = None    # most tokens in one forward/backward pass; None = whole micro-batch
+    checkpoint_every: int | None = None   # activation checkpointing on every n-th decoder layer; None = off
+    trim_heap: bool = False               # return freed heap memory before each pass (CPU)
+    patched: dict[str, int] = field(default_factory=dict)  # lever → modules/weights it changed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 # ---------------------------------------------------------------- entry point
 
-def optimize_for_training(model, cfg):
-    """Apply the levers in place; returns the model (same object)."""
+def optimize_for_training(model, cfg) -> SpeedPlan:
+    """Apply the levers to `model` in place, decide the passes and checkpointing, and return the plan."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     if getattr(inner, "config", None) is not None:
         inner.config.use_cache = False
     device = _device_of(model)
-    if device.type == "cpu":
+    cpu = device.type == "cpu"
+    patched: dict[str, int] = {}
+    if cpu:
         _cpu_threads()
-        _lean_allocator()
-        own_weights(model)
-    flatten_double_quant(model)
-    lean_lora(model)
-    lean_swiglu(model)
-    lean_rmsnorm(model)
-    if device.type == "cpu":
+        tune_heap()
+        patched["own_weights"] = own_weights(model)
+    patched["flat_nf4_scales"] = flatten_double_quant(model)
+    patched["lean_lora"] = lean_lora(model)
+    patched["lean_swiglu"] = lean_swiglu(model)
+    patched["lean_rmsnorm"] = lean_rmsnorm(model)
+    if cpu:
         trim_heap()  # loading and quantising left freed blocks in the heap
-    global _auto_tokens_per_pass
-    per_token = _activation_bytes_per_token(inner)
-    _auto_tokens_per_pass = int(CPU_ACTIVATION_BUDGET // per_token) if per_token else None
+    plan = SpeedPlan(tokens_per_pass=tokens_per_pass(cfg, device, inner), trim_heap=cpu, patched=patched)
     mode = getattr(cfg, "gradient_checkpointing", "auto")
     if mode == "on":
-        enable_checkpointing(inner)
+        plan.checkpoint_every = 1
     elif mode == "auto":
-        every = _checkpoint_every(inner, cfg, device)
-        if every:
-            enable_checkpointing(inner, every)
-    return model
+        plan.checkpoint_every = _checkpoint_every(inner, cfg, plan.tokens_per_pass, device)
+    if plan.checkpoint_every:
+        enable_checkpointing(inner, plan.checkpoint_every)
+    return plan
 
 
 def _device_of(model) -> torch.device:
@@ -124,37 +107,6 @@ def _cpu_threads() -> None:
     except AttributeError:  # pragma: no cover - non-Linux
         physical = os.cpu_count() or 1
     torch.set_num_threads(max(1, physical))
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-@functools.lru_cache(maxsize=1)
-def _libc():
-    """glibc's handle when malloc is glibc's; None under tcmalloc/jemalloc or elsewhere. Looked
-    up once: `find_library` runs ldconfig, and trim_heap() calls this before every pass."""
-    from mens.train.allocator import in_use
-
-    if in_use() != "system":
-        return None
-    import ctypes
-    import ctypes.util
-
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:  # pragma: no cover - not glibc
-        return None
-
-
-def _lean_allocator() -> None:
-    libc = _libc()
-    if libc is not None and hasattr(libc, "mallopt"):
-        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-        libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
-
-
-def trim_heap() -> None:
-    libc = _libc()
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
 
 
 def own_weights(model) -> int:
@@ -279,33 +231,37 @@ def lean_rmsnorm(model) -> int:
 
 # ---------------------------------------------------------------- lever 2: micro-batch splitting
 
-def tokens_per_pass(cfg, device: torch.device | str) -> int | None:
-    """How many tokens one forward/backward pass may hold; None = the whole micro-batch."""
-    explicit = getattr(cfg, "tokens_per_pass", None) or os.environ.get("MENS_TOKENS_PER_PASS")
-    if explicit is not None and str(explicit).strip() != "":
-        return int(explicit) or None  # 0 = the whole micro-batch in one pass
+def tokens_per_pass(cfg, device: torch.device | str, inner=None) -> int | None:
+    """How many tokens one forward/backward pass may hold; None = the whole micro-batch.
+    `--tokens-per-pass` wins (0 = whole); on CPU at least one row and DEFAULT_CPU_TOKENS_PER_PASS,
+    and as many as CPU_ACTIVATION_BUDGET of `inner`'s estimated activations hold."""
+    explicit = getattr(cfg, "tokens_per_pass", None)
+    if explicit:
+        return int(explicit)
     if torch.device(device).type == "cpu":
         floor = max(DEFAULT_CPU_TOKENS_PER_PASS, int(getattr(cfg, "seq_len", 0) or 0))
-        return max(floor, _auto_tokens_per_pass or 0)
+        per_token = _activation_bytes_per_token(inner) if inner is not None else None
+        return max(floor, int(CPU_ACTIVATION_BUDGET // per_token) if per_token else 0)
     return None
 
 
-def split_for_memory(batch, cfg, device) -> Iterator:
-    """The micro-batch's passes (`row_groups`), lazily: on CPU the heap is trimmed before each
-    pass, when the previous pass's activations are free (lever 6; a no-op under tcmalloc)."""
-    cpu = torch.device(device).type == "cpu"
-    for part in row_groups(batch, cfg, device):
-        if cpu:
+def split_for_memory(batch, plan: SpeedPlan) -> Iterator:
+    """The micro-batch's passes (`row_groups`), lazily: with `plan.trim_heap` the heap is
+    trimmed before each pass, when the previous pass's activations are free (a no-op under
+    tcmalloc)."""
+    for part in row_groups(batch, plan.tokens_per_pass):
+        if plan.trim_heap:
             trim_heap()
         yield part
 
 
-def row_groups(batch, cfg, device) -> list:
-    """The micro-batch as consecutive row groups of at most `tokens_per_pass` tokens, each with
-    its padding trimmed. Summing the group losses gives the micro-batch loss exactly."""
-    budget = tokens_per_pass(cfg, device)
+def row_groups(batch, tokens_per_pass: int | None) -> list:
+    """The micro-batch as consecutive row groups of at most `tokens_per_pass` tokens (None or 0:
+    the whole micro-batch), each with its padding trimmed. Summing the group losses gives the
+    micro-batch loss exactly."""
+    budget = tokens_per_pass
     rows, width = batch.input_ids.shape
-    if budget is None or rows * width <= budget or rows == 1:
+    if not budget or rows * width <= budget or rows == 1:
         return [batch]
     from mens.train.data import Batch, IGNORE
 
@@ -343,13 +299,13 @@ def _activation_bytes_per_token(inner) -> int | None:
     return int(layers * (10 * hidden + 5 * inter) * 2)
 
 
-def _checkpoint_every(inner, cfg, device: torch.device) -> int | None:
+def _checkpoint_every(inner, cfg, tokens_per_pass: int | None, device: torch.device) -> int | None:
     """None when one pass's activations fit in half the free memory; else checkpoint every
     n-th layer with the largest n that fits (a checkpointed layer keeps only its input)."""
     per_token = _activation_bytes_per_token(inner)
     if not per_token:
         return None
-    tokens = tokens_per_pass(cfg, device) or (
+    tokens = tokens_per_pass or (
         int(getattr(cfg, "seq_len", 512)) * int(getattr(cfg, "micro_batch", 1)))
     need = tokens * per_token
     budget = 0.5 * _free_bytes(device)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.train.manifest import read_manifest
+from mens.hf import read_manifest
 from mens.train.telemetry import read_events
 
 
@@ -40,7 +40,7 @@ def run_status(run_dir: str | Path) -> dict:
     run = Path(run_dir)
     manifest = read_manifest(run)
     events = read_events(run / "telemetry.jsonl")
-    if manifest is None and not events:
+    if not manifest and not events:
         raise MensError("not a training run (no training_manifest.json or telemetry.jsonl)", str(run),
                         "give the --output-dir of a `mens train` run")
     last = {}

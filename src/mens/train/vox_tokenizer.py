@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mens.hf import CHATML_TEMPLATE
+
 PAD, UNK, EOS = "[PAD]", "[UNK]", "[EOS]"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
@@ -63,10 +65,6 @@ _MULTI = sorted((t for t in COMPOUND if len(t) > 1), key=lambda t: (-len(t), t))
 TOKEN_PATTERN = "|".join(re.escape(t) for t in _MULTI) + r"|[\s\S]"
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 
 
 def encode(text: str) -> list[int]:

@@ -1,0 +1,164 @@
+"""`mens merge RUN --out DIR`: fold a run's adapter into its base and write a complete HF model dir.
+
+The adapter is folded into the ORIGINAL full-precision base weights, also for QLoRA runs: the
+NF4 copy the adapter was trained against is only a training-time stand-in, and dequantising it
+would bake its rounding into every weight. The report gives the largest logit difference
+between adapter-on-base and merged on a few prompts (the fold's own error), and for QLoRA runs
+also against the adapter on the NF4 base it was trained on (the quantisation gap), when the
+manifest's `quantization` says the adapter was trained on one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.hf import (CHATML_TEMPLATE, adapter_base, generation_config, is_adapter_run, is_nf4, load_causal_lm,
+                     load_tokenizer, read_manifest, torch_dtype)
+from mens.inference import load_peft
+from mens.progress import say
+from mens.records import atomic_path, write_json_atomic
+
+__all__ = ["CHATML_TEMPLATE", "MergeReport", "format_report", "merge_run", "report_json"]
+PROBE_PROMPTS = (
+    "Write a Vox function that adds two numbers.",
+    "fn main() {\n    let x = 1\n",
+    "Explain how match works in Vox.",
+)
+
+
+@dataclass
+class MergeReport:
+    run: str
+    out: str
+    base: str
+    backend: str
+    dtype: str
+    max_logit_diff: float                  # adapter on the fp base vs merged (fp32): the fold's error
+    max_logit_diff_saved: float            # adapter on the fp base vs the saved model in `dtype`
+    max_logit_diff_vs_nf4: float | None = None  # QLoRA only: adapter on the NF4 base vs merged
+    shards: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _logits(model, tokenizer, prompts):
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = tokenizer(p, return_tensors="pt").input_ids.to(model.device)
+            out.append(model(input_ids=ids).logits.float().cpu())
+    return out
+
+
+def _max_diff(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+def _model_card(report: MergeReport, manifest: dict) -> str:
+    prov = manifest.get("provenance") or {}
+    base_id = (manifest.get("base_model") or {}).get("id") or report.base
+    lines = ["---", "library_name: transformers", f"base_model: {base_id}", "tags: [mens, merged]"]
+    if prov.get("license"):
+        lines.append(f"license: {prov['license']}")
+    lines += ["---", "", f"# {Path(report.out).name}", "",
+              f"Merged by `mens merge` from the {report.backend} run `{report.run}`: the adapter is folded "
+              f"into the full-precision weights of `{report.base}` and saved in {report.dtype}.", "",
+              f"- largest logit difference, adapter vs merged (fp32): {report.max_logit_diff:.2e}",
+              f"- largest logit difference, adapter vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
+    if report.max_logit_diff_vs_nf4 is not None:
+        lines.append(f"- largest logit difference, adapter on the NF4 training base vs merged: "
+                     f"{report.max_logit_diff_vs_nf4:.2e}")
+    if prov.get("attribution_required"):
+        lines += ["", f"Attribution required by the upstream license of {prov.get('upstream_model_id', base_id)}."]
+    results = manifest.get("results") or {}
+    if results:
+        lines += ["", "## Training results", ""] + [f"- {k}: {v}" for k, v in results.items()]
+    lines += ["", "Load it with `AutoModelForCausalLM.from_pretrained(path)`, or serve it with "
+              "`mens serve PATH` or vLLM (`vllm serve PATH`).", ""]
+    return "\n".join(lines)
+
+
+def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shard_size: str = "2GB",
+              prompts: tuple[str, ...] = PROBE_PROMPTS) -> MergeReport:
+    """Fold `run`'s adapter into its fp base, save to `out` atomically, and measure the difference."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    run, out = Path(run), Path(out)
+    if not run.is_dir():
+        raise MensError("run directory not found", str(run), "give the --out dir of mens train")
+    manifest = read_manifest(run)
+    backend = str(manifest.get("backend") or ("lora" if is_adapter_run(run) else "full"))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise MensError("output directory exists and is not empty", str(out), "choose a new --out or remove it")
+    target = torch_dtype(dtype, "cpu")
+    if is_adapter_run(run):
+        base = adapter_base(run)
+        say(f"merge: loading the full-precision base {base}")
+        tokenizer = load_tokenizer(run, base)
+        model = load_peft(load_causal_lm(base, device="cpu", dtype=torch.float32), run)
+        model.eval()
+        reference = _logits(model, tokenizer, prompts)
+        merged = model.merge_and_unload()
+    else:  # scratch/full runs are already a whole model: re-save it as a clean, typed HF dir
+        base = str(run)
+        tokenizer = load_tokenizer(run)
+        merged = load_causal_lm(str(run), device="cpu", dtype=torch.float32).eval()
+        reference = _logits(merged, tokenizer, prompts)
+    fold_diff = _max_diff(reference, _logits(merged, tokenizer, prompts))
+
+    nf4_diff = None
+    if is_nf4(manifest) and is_adapter_run(run):
+        nf4_diff = _nf4_gap(run, base, tokenizer, prompts, reference_merged=_logits(merged, tokenizer, prompts))
+
+    if tokenizer.chat_template is None:
+        tokenizer.chat_template = CHATML_TEMPLATE
+    merged.generation_config = generation_config(merged, tokenizer)
+    merged = merged.to(target)
+    report = MergeReport(run=str(run), out=str(out), base=base, backend=backend, dtype=str(target).split(".")[-1],
+                         max_logit_diff=fold_diff, max_logit_diff_saved=0.0, max_logit_diff_vs_nf4=nf4_diff)
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        merged.save_pretrained(tmp, max_shard_size=max_shard_size)
+        tokenizer.save_pretrained(tmp)
+        saved = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
+        report.max_logit_diff_saved = _max_diff(reference, _logits(saved, tokenizer, prompts))
+        report.shards = sorted(p.name for p in tmp.glob("*.safetensors"))
+        if manifest:
+            write_json_atomic(tmp / "training_manifest.json", manifest)
+        report.seconds = round(time.perf_counter() - start, 2)
+        (tmp / "README.md").write_text(_model_card(report, manifest))
+        write_json_atomic(tmp / "merge_report.json", asdict(report))
+    return report
+
+
+def _nf4_gap(run: Path, base: str, tokenizer, prompts, reference_merged) -> float | None:
+    """Logit gap between the adapter on the NF4 base it was trained on and the fp merge; None when
+    bitsandbytes cannot quantise here."""
+    try:
+        quantised = load_causal_lm(base, device="cpu", dtype=None, nf4=True)
+        model = load_peft(quantised, run).eval()
+        return _max_diff(_logits(model, tokenizer, prompts), reference_merged)
+    except (ImportError, RuntimeError, ValueError, MensError) as exc:
+        say(f"merge: NF4 comparison skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+        return None
+
+
+def format_report(report: MergeReport) -> str:
+    lines = [f"merged {report.backend} run {report.run} → {report.out} ({report.dtype}, {len(report.shards)} shard(s), "
+             f"{report.seconds:.1f}s)",
+             f"  max |logit diff| adapter vs merged (fp32): {report.max_logit_diff:.3e}",
+             f"  max |logit diff| adapter vs saved {report.dtype}: {report.max_logit_diff_saved:.3e}"]
+    if report.max_logit_diff_vs_nf4 is not None:
+        lines.append(f"  max |logit diff| adapter on NF4 base vs merged: {report.max_logit_diff_vs_nf4:.3e}")
+    return "\n".join(lines)
+
+
+def report_json(report: MergeReport) -> str:
+    return json.dumps(asdict(report), indent=2)

@@ -1,0 +1,285 @@
+"""Hugging Face model I/O, once for every stage: where a model comes from (a local directory or a
+hub id, and whether the hub may be asked), its tokenizer and chat template, the 4-bit
+quantisation config, the device and dtype to load on, the ids that end a generation, and a
+run's training manifest. `mens train`, bench, merge and serve load models through this module.
+
+Light at import: torch, transformers and huggingface_hub load inside the functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mens.errors import MensError
+
+ADAPTER_CONFIG = "adapter_config.json"
+MANIFEST = "training_manifest.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+# ChatML: the format a tokenizer without a chat template of its own is given, in training and after.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Tokens that end a turn in the chat formats mens meets (ChatML, GPT-2/Qwen, the VoxTokenizer).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "[EOS]")
+# The storage of every NF4 base: how `mens train --backend qlora` quantises and how inference and
+# merge rebuild that base (see bnb_4bit_config).
+NF4 = "bnb-nf4-double-quant"
+_DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16", "fp16": "float16",
+           "float16": "float16", "f32": "float32", "fp32": "float32", "float32": "float32"}
+
+
+# ---------------------------------------------------------------- where a model comes from
+
+@dataclass
+class BaseModelInfo:
+    """Where the full-precision base lives, so merge/serve can find it again."""
+
+    path: str | None           # absolute local directory, or None for a hub id
+    id: str                    # hub id, or the directory for local models
+    config_sha256: str | None
+
+    @property
+    def source(self) -> str:
+        """What `from_pretrained` is given."""
+        return self.path or self.id
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "id": self.id, "config_sha256": self.config_sha256}
+
+
+def offline() -> bool:
+    """Whether the hub may not be asked (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)."""
+    return any(os.environ.get(name, "0").lower() in ("1", "true", "yes")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def resolve_base(model: str) -> BaseModelInfo:
+    """A local directory → its absolute path; otherwise a hub id, fetched (or found in the
+    cache) by transformers. Offline and not cached → a clear one-line error."""
+    local = Path(model).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise MensError("model path is not a directory", str(local), "give a Hugging Face model directory")
+        if not (local / "config.json").is_file():
+            raise MensError("model directory has no config.json", str(local),
+                            "point --model at a Hugging Face model directory (config + weights + tokenizer)")
+        path = str(local.resolve())
+        return BaseModelInfo(path, path, hashlib.sha256((local / "config.json").read_bytes()).hexdigest())
+    if _looks_like_path(model):
+        raise MensError("model directory not found", model, "check the --model path")
+    try:
+        from huggingface_hub import hf_hub_download
+
+        cfg = hf_hub_download(model, "config.json")
+    except Exception as err:  # noqa: BLE001 - any hub failure is the same user-facing problem
+        if offline():
+            raise MensError(f"model {model!r} is not a local directory and the hub is offline "
+                            "(HF_HUB_OFFLINE=1) and it is not in the cache", model,
+                            "download it once online, or pass a local model directory") from None
+        raise MensError(f"cannot fetch model {model!r} from the Hugging Face hub: {type(err).__name__}",
+                        model, "check the id and your network, or pass a local directory") from None
+    return BaseModelInfo(None, model, hashlib.sha256(Path(cfg).read_bytes()).hexdigest())
+
+
+def check_source(path_or_id: str) -> None:
+    """For loading to generate: a run dir, a model dir or a hub id. A path that does not exist,
+    or a hub id not in the cache while offline, is a user error with a clear line."""
+    p = Path(path_or_id)
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
+            raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
+                            "give a run dir, a merged model dir or a hub id")
+        return
+    if _looks_like_path(path_or_id):
+        raise MensError("model path not found", path_or_id, "check the path")
+    if offline():
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(path_or_id, "config.json"), str):
+            raise MensError(f"hub model {path_or_id!r} is not in the local cache and HF_HUB_OFFLINE=1",
+                            path_or_id, "download it first, unset HF_HUB_OFFLINE, or give a local path")
+
+
+# ---------------------------------------------------------------- runs: manifest and adapter
+
+def read_manifest(run: str | Path) -> dict[str, Any]:
+    """A run's training_manifest.json; {} when there is none (a plain model dir)."""
+    path = Path(run) / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise MensError(f"malformed training manifest: {exc.msg}", str(path), "re-run mens train") from None
+
+
+def is_adapter_run(path: str | Path) -> bool:
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def adapter_base(run: str | Path) -> str:
+    """The base a run's adapter was trained on: the manifest's path when it still exists, else
+    `adapter_config.json`'s `base_model_name_or_path` (a path or a hub id)."""
+    run = Path(run)
+    base = read_manifest(run).get("base_model") or {}
+    for candidate in (base.get("path"), base.get("id")):
+        if candidate and Path(candidate).is_dir():
+            return str(candidate)
+    cfg = json.loads((run / ADAPTER_CONFIG).read_text())
+    found = cfg.get("base_model_name_or_path") or base.get("id") or base.get("path")
+    if not found:
+        raise MensError("the adapter does not name its base model", str(run / ADAPTER_CONFIG),
+                        "set base_model_name_or_path to the base model's directory")
+    return str(found)
+
+
+def is_nf4(manifest: dict) -> bool:
+    """Whether the run's adapter was trained on an NF4 base (the manifest's `quantization`)."""
+    return "nf4" in str(manifest.get("quantization") or "").lower()
+
+
+# ---------------------------------------------------------------- tokenizer and chat template
+
+def load_tokenizer(*candidates: str | Path):
+    """The tokenizer of the first candidate that has one (a run may or may not copy it), with a
+    pad token (the EOS when it has none)."""
+    from transformers import AutoTokenizer
+
+    for c in candidates:
+        p = Path(c)
+        if p.is_dir() and not any((p / f).is_file() for f in TOKENIZER_FILES):
+            continue
+        try:
+            tok = AutoTokenizer.from_pretrained(str(c))
+        except (OSError, ValueError, TypeError) as err:
+            raise MensError(f"cannot load a tokenizer: {str(err).splitlines()[0][:160]}", str(c),
+                            "the model directory needs tokenizer files (tokenizer.json or equivalent)") from None
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        return tok
+    raise MensError("no tokenizer found", " or ".join(map(str, candidates)), "save the tokenizer with the model")
+
+
+def ensure_chat_template(tokenizer) -> str:
+    """Use the tokenizer's own chat template; give ChatML to one that has none. Returns which."""
+    if getattr(tokenizer, "chat_template", None):
+        return "template"
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return "chatml"
+
+
+def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
+    """The generation prompt in the model's chat template, or ChatML when it has none."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + "<|im_start|>assistant\n"
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """The ids that end a generation: the model's generation config's EOS ids first, then the
+    tokenizer's EOS and the end-of-turn tokens it knows (a chat turn ends at `<|im_end|>` even
+    where the base model's EOS is another token)."""
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None) if model is not None else None
+    if gen is not None and gen.eos_token_id is not None:
+        ids += gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    ids.append(tokenizer.eos_token_id)
+    for tok in END_OF_TURN_TOKENS:
+        tid = tokenizer.convert_tokens_to_ids(tok)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.append(tid)
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
+def generation_config(model, tokenizer):
+    """The model's generation config with `stop_token_ids` as its EOS ids and a pad id: what a
+    saved model should stop on when loaded elsewhere."""
+    from transformers import GenerationConfig
+
+    gen = getattr(model, "generation_config", None) or GenerationConfig.from_model_config(model.config)
+    gen.eos_token_id = stop_token_ids(model, tokenizer)
+    if gen.pad_token_id is None:
+        gen.pad_token_id = tokenizer.pad_token_id
+    return gen
+
+
+# ---------------------------------------------------------------- device, dtype, weights
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def torch_dtype(name: str | None, device: str):
+    """`bf16|f16|f32` (or torch names) → torch dtype; default f32 on CPU, bf16 on CUDA."""
+    import torch
+
+    if name is None:
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if name not in _DTYPES:
+        raise MensError(f"unknown dtype {name!r}", "--dtype", "use bf16, f16 or f32")
+    return getattr(torch, _DTYPES[name])
+
+
+def bnb_4bit_config():
+    """NF4 with double-quantised scales, computing in bf16 — QLoRA as defined — stored in bf16
+    tensors. The storage type does not change a single dequantised value (the packed 4-bit codes
+    are the same bytes), but it is what FSDP needs to shard the 4-bit weights alongside bf16 ones,
+    so training uses it; inference and merge use the same config so the NF4 base they rebuild is
+    the training base, layout included."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
+
+
+def load_causal_lm(source: str, *, device, dtype, nf4: bool = False):
+    """`AutoModelForCausalLM` from a directory or hub id onto `device` (a str or torch.device),
+    in `dtype`, or NF4-quantised (bnb_4bit_config) and placed by bitsandbytes. Load errors are
+    one-line MensErrors."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from mens.train.bnb_cpu import quiet_hub_kernel_notice
+
+    quiet_hub_kernel_notice()  # transformers' NF4 path and peft import bitsandbytes
+    hf_logging.disable_progress_bar()
+    device = torch.device(device)
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if nf4:
+        kwargs["quantization_config"] = bnb_4bit_config()
+        kwargs["device_map"] = {"": device.index if device.type == "cuda" and device.index is not None
+                                else device.type}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as err:
+        raise MensError(f"cannot load the model: {str(err).splitlines()[0][:200]}", source,
+                        "check that the directory holds a causal LM transformers can load, or the hub id "
+                        "and your connection") from None
+    return model if nf4 else model.to(device)
+
+
+def max_positions(config) -> int | None:
+    """The longest sequence a model config allows (its position table), or None."""
+    for name in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

@@ -1,0 +1,194 @@
+"""The backends: one builder each, registered by name. A builder returns a `Built` — the model
+on its device, the tokenizer, the compute dtype, how the run's final weights are saved and what
+the manifest records — and the loop, checkpoints and saving use only that, never the name.
+
+- `full`:    every weight of an HF causal LM trains, in fp32 master weights.
+- `lora`:    LoRA/DoRA adapters (PEFT) over a frozen HF base; only the adapter is saved.
+- `qlora`:   `lora` over a base quantised to NF4 (bitsandbytes), as torchtune and litgpt define it.
+- `scratch`: a fresh GPT-2-shaped model and the VoxTokenizer (mens.train.scratch).
+
+Adding a backend: a function `(cfg, device, bf16) -> Built` under `@register("name")`; the
+config's backend choices are this registry. Light at import: torch loads inside the builders.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from mens.errors import MensError
+from mens.hf import NF4, BaseModelInfo, load_causal_lm, load_tokenizer, max_positions, resolve_base
+from mens.train.bnb_cpu import quiet_hub_kernel_notice
+
+if TYPE_CHECKING:
+    import torch
+
+    from mens.train.config import TrainConfig
+
+quiet_hub_kernel_notice()  # before peft/transformers/speed.py import bitsandbytes, for every backend
+
+
+@dataclass
+class Built:
+    """What a backend hands the loop."""
+
+    model: Any
+    tokenizer: Any
+    dtype: Any                           # the dtype the weights compute in (manifest `dtype`)
+    save: Callable[..., None]            # save(run_dir, model, tokenizer, weights=None): the run's final weights
+    base: BaseModelInfo | None = None    # the HF base it was loaded from (manifest `base_model`)
+    quantization: str | None = None      # how the frozen base is stored (manifest `quantization`)
+    tokenizer_source: str = ""           # where the tokenizer came from (manifest `tokenizer.source`)
+    defer_grad_sync: bool = False        # FSDP: only small adapters train, so reduce once per step
+    scratch_shape: dict | None = None    # a model built here: its shape (manifest `scratch_shape`)
+
+    @property
+    def trainable(self) -> list:
+        """The parameters the optimizer updates (the current ones: FSDP replaces them when sharding)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+
+Builder = Callable[["TrainConfig", "torch.device", bool], Built]
+BUILDERS: dict[str, Builder] = {}
+
+
+def register(name: str) -> Callable[[Builder], Builder]:
+    """`@register("name")` over a builder makes `--backend name` build with it."""
+    def add(builder: Builder) -> Builder:
+        BUILDERS[name] = builder
+        return builder
+    return add
+
+
+def build(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
+    """The model and tokenizer of `cfg.backend` on `device` (`bf16`: the device computes in bf16)."""
+    if cfg.backend not in BUILDERS:
+        raise MensError(f"unknown backend {cfg.backend!r}", "--backend", f"use one of {', '.join(BUILDERS)}")
+    return BUILDERS[cfg.backend](cfg, device, bf16)
+
+
+def explicit_dtype(cfg: "TrainConfig", default):
+    """`--dtype` when given, else the backend's `default`."""
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}.get(cfg.dtype, default)
+
+
+# ---------------------------------------------------------------- Hugging Face bases
+
+def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any]:
+    """Where `--model` is and its tokenizer, after the preflight checks that need no weights."""
+    from transformers import AutoConfig
+
+    from mens.train import preflight
+
+    base = resolve_base(cfg.model)
+    if base.path:
+        preflight.check_model_files(base.path)
+    hf_config = AutoConfig.from_pretrained(base.source)
+    preflight.check_seq_len(cfg.seq_len, max_positions(hf_config), cfg.model)
+    tokenizer = load_tokenizer(base.source)
+    preflight.check_vocab(tokenizer, hf_config, cfg.model)
+    return base, tokenizer
+
+
+def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False):
+    """The base model on `device`, in `dtype` or NF4 (bf16 compute), ready to train."""
+    import torch
+
+    from mens.train.bnb_cpu import keep_nf4_trainable
+    from mens.train.model import name_the_loss
+
+    model = load_causal_lm(base.source, device=device, dtype=torch.bfloat16 if nf4 else dtype, nf4=nf4)
+    if nf4:
+        keep_nf4_trainable(model)  # a mid-run bench (model.eval()) must not freeze the NF4 layers
+    model.config.use_cache = False
+    name_the_loss(model)
+    return model
+
+
+def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo):
+    """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets."""
+    from peft import LoraConfig, get_peft_model
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.target_modules, use_dora=cfg.dora, bias="none",
+                      task_type="CAUSAL_LM")
+    try:
+        with warnings.catch_warnings():
+            # PEFT asks transformers for a deprecated attribute; the warning is theirs, not the user's.
+            warnings.simplefilter("ignore", FutureWarning)
+            model = get_peft_model(model, lcfg)
+    except ValueError as err:
+        raise MensError(f"cannot attach adapters: {str(err).splitlines()[0][:200]}", "--target-modules",
+                        "name linear layers the model has, or use all-linear") from None
+    # Absolute base path (or hub id), so PeftModel.from_pretrained works from anywhere.
+    model.peft_config["default"].base_model_name_or_path = base.source
+    return model
+
+
+# ---------------------------------------------------------------- the builders
+
+@register("qlora")
+def qlora(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
+    return lora(cfg, device, bf16, nf4=True)
+
+
+@register("lora")
+def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = False) -> Built:
+    import torch
+
+    from mens.train.checkpoint import save_pretrained
+
+    base, tokenizer = hf_base(cfg)
+    if nf4:  # QLoRA computes in bf16 (its definition)
+        dtype = explicit_dtype(cfg, torch.bfloat16)
+    else:  # bf16 where the device does it natively
+        dtype = explicit_dtype(cfg, torch.bfloat16 if bf16 and device.type != "cpu" else torch.float32)
+    model = attach_adapters(load_for_training(base, device, dtype, nf4=nf4), cfg, base)
+    return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=NF4 if nf4 else None,
+                 tokenizer_source=base.id, defer_grad_sync=True)
+
+
+@register("full")
+def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
+    import torch
+
+    from mens.train.checkpoint import save_pretrained
+
+    base, tokenizer = hf_base(cfg)
+    # fp32 master weights: AdamW updates on bf16 weights lose most small steps.
+    dtype = explicit_dtype(cfg, torch.float32)
+    return Built(load_for_training(base, device, dtype), tokenizer, dtype, save_pretrained, base=base,
+                 tokenizer_source=base.id)
+
+
+@register("scratch")
+def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
+    import torch
+
+    from mens.train import preflight
+    from mens.train.model import name_the_loss
+    from mens.train.scratch import build_model_and_tokenizer, scratch_shape
+
+    shape = scratch_shape(cfg.scratch_shape, n_layer=cfg.scratch_layers, n_head=cfg.scratch_heads,
+                          n_embd=cfg.scratch_width, n_inner=cfg.scratch_ffn, n_positions=cfg.scratch_positions,
+                          dropout=cfg.scratch_dropout)
+    model, tokenizer = build_model_and_tokenizer(shape, cfg.seed)
+    model.to(device)
+    model.config.use_cache = False
+    name_the_loss(model)
+    preflight.check_seq_len(cfg.seq_len, max_positions(model.config), "--scratch-positions")
+    return Built(model, tokenizer, explicit_dtype(cfg, torch.float32), save_scratch,
+                 tokenizer_source="mens.train.vox_tokenizer", scratch_shape=shape.to_dict())
+
+
+def save_scratch(run_dir: Path, model, tokenizer, weights: dict | None = None) -> None:
+    """A scratch model is saved as a standard HF directory with its generation config."""
+    from mens.train.scratch import save_scratch_model
+
+    save_scratch_model(model, tokenizer, run_dir, state_dict=weights)

@@ -1,0 +1,243 @@
+"""Everything before the first optimizer step, in the order it happens: distributed set-up, the
+run directory (resume or start over), preflight, the backend's model, the speed plan, the data,
+a finite first forward, FSDP sharding, optimizer and schedule, resume, manifest and telemetry.
+`mens.train.loop.train` calls `open_run` then `prepare`, and runs the steps on the `Session`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from mens.errors import MensError
+from mens.hf import read_manifest
+from mens.progress import say
+from mens.train import distributed, preflight
+from mens.train.allocator import in_use as allocator_in_use
+from mens.train.backends import Built, build
+from mens.train.checkpoint import Progress, latest_checkpoint, load_checkpoint
+from mens.train.config import TrainConfig
+from mens.train.data import build_examples, epoch_batches, file_sha256, raw_examples, split_validation
+from mens.train.loss import batch_loss, loss_against_reference
+from mens.train.manifest import Manifest
+from mens.train.model import decoder_and_head
+from mens.train.runtime import dropout_off
+from mens.train.speed import SpeedPlan, optimize_for_training
+from mens.train.telemetry import Telemetry
+
+# Artifacts a --force-restart clears (never anything else in the directory).
+RUN_ARTIFACTS = ("checkpoints", "telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md",
+                 "adapter_config.json", "adapter_model.safetensors", "tensorboard")
+
+
+@dataclass
+class Run:
+    """This process's place in the run: its rank, device, directory, and what is there already."""
+
+    rank: int
+    world: int
+    mode: str | None          # None in one process, else ddp | fsdp
+    device: str               # cuda | mps | cpu
+    dev: torch.device         # this rank's device
+    info: Any                 # mens.train.probe.Probe
+    run_dir: Path
+    previous: dict            # the manifest found in run_dir ({} when starting over)
+    resume_from: Path | None  # the checkpoint to resume from
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def completed(self) -> bool:
+        return self.previous.get("status") == "completed"
+
+    def all_sum(self, value: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        return value
+
+
+@dataclass
+class Session:
+    """What the loop runs on."""
+
+    built: Built
+    decoder: Any                        # the decoder body the loop calls (the FSDP root when sharded)
+    head: Any                           # the LM head, called only at supervised positions
+    sharded: distributed.Sharded | None
+    amp: Callable[[], Any]              # autocast for fp32 master weights on a bf16 GPU, else a no-op
+    plan: SpeedPlan
+    batches_of: Callable[[int], list]   # epoch → its micro-batches (the same on every rank)
+    val_batches: list
+    window: int                         # micro-batches per optimizer step, all ranks together
+    total_steps: int
+    params: list                        # the trainable parameters, as the optimizer holds them
+    optimizer: Any
+    scheduler: Any
+    progress: Progress
+    manifest: Manifest
+    telemetry: Telemetry
+
+
+def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
+    """Join the process group under torchrun, check the device and run dir, and decide between
+    resuming, starting over and an already completed run."""
+    from mens.train.probe import probe
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    info = probe(cfg.device)
+    preflight.check_device(info.device)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if info.device == "cuda" else "gloo")
+    if info.device == "cuda":
+        torch.cuda.set_device(local_rank)
+    run_dir = preflight.check_run_dir(cfg.output_dir)
+    preflight.check_preset(cfg.preset, info.device, info.memory_gb)
+    previous = {} if force_restart else read_manifest(run_dir)
+    if force_restart and rank == 0:
+        for name in RUN_ARTIFACTS:
+            target = run_dir / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    dev = torch.device(f"cuda:{local_rank}" if info.device == "cuda" else info.device)
+    run = Run(rank, world, distributed.mode(cfg.distributed, world), info.device, dev, info, run_dir, previous, None)
+    if run.completed:
+        return run
+    if world > 1:
+        dist.barrier()
+    run.resume_from = latest_checkpoint(run_dir)
+    if run.resume_from is not None and previous and run.main:
+        before = previous.get("hyperparameters", {})
+        changed = sorted(k for k, v in cfg.to_dict().items()
+                         if k in before and before[k] != v and k not in ("output_dir", "log_interval"))
+        if changed:
+            say(f"mens: warning: resuming {run_dir} with changed settings ({', '.join(changed)}); "
+                "the loss curve will not match an uninterrupted run (--force-restart starts over)")
+    return run
+
+
+def prepare(cfg: TrainConfig, run: Run) -> Session:
+    """Model, data, optimizer, resume and manifest of a run that trains now."""
+    dev = run.dev
+    # ---------------------------------------------------------------- data files, model, speed plan
+    if cfg.data_dir is None and cfg.raw_text:
+        train_file, pairs, val_pairs, skipped = None, [], [], []  # raw-text-only pre-training
+    else:
+        train_file, pairs, val_pairs, skipped = preflight.check_data(cfg.data_dir, cfg.lenient)
+    torch.manual_seed(cfg.seed)
+    built = build(cfg, dev, run.info.bf16)
+    model, tokenizer = built.model, built.tokenizer
+    plan = optimize_for_training(model, cfg)
+    decoder, head = decoder_and_head(model)
+    # fp32 master weights (full/scratch) compute in bf16 on a GPU that has it.
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) \
+        if run.device == "cuda" and run.info.bf16 and built.dtype == torch.float32 and cfg.dtype == "auto" \
+        else contextlib.nullcontext
+
+    # ---------------------------------------------------------------- data
+    if not val_pairs:
+        pairs, val_pairs = split_validation(pairs, cfg.val_split, cfg.seed)
+    fmt = dict(system_prompt=cfg.system_prompt, ce_last_k=cfg.ce_last_k, min_rating=cfg.min_rating)
+    train_examples, stats = build_examples(pairs, tokenizer, cfg.seq_len, **fmt)
+    val_examples, _ = build_examples(val_pairs, tokenizer, cfg.seq_len, **fmt)
+    if cfg.raw_text:
+        from mens.train.scratch import raw_text_chunks
+
+        train_examples += raw_examples(raw_text_chunks(cfg.raw_text, tokenizer, cfg.seq_len), stats)
+    if not train_examples:
+        raise MensError("no training example has a supervised token left", str(train_file or cfg.raw_text),
+                        "check --min-rating / --seq-len against the data")
+    # Padding is its own attention segment and carries no targets, so its id never matters; a
+    # non-pad id keeps transformers from warning about a missing attention mask.
+    pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id not in (None, tokenizer.pad_token_id) \
+        else ((tokenizer.pad_token_id or 0) + 1) % len(tokenizer)
+
+    def batches_of(epoch: int):
+        return epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+
+    window = cfg.grad_accum * run.world
+    if cfg.max_steps:
+        total_steps = cfg.max_steps
+    else:
+        whole, part = int(cfg.epochs), cfg.epochs - int(cfg.epochs)
+        per_epoch = [math.ceil(len(batches_of(e)) / window) for e in range(whole + (part > 0))]
+        total_steps = sum(per_epoch[:whole]) + (math.ceil(part * per_epoch[-1]) if part > 0 else 0)
+    val_batches = epoch_batches(val_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, 0, pad_id,
+                                cfg.packing, shuffle=False) if val_examples else []
+
+    # ---------------------------------------------------------------- preflight: a finite first forward
+    # Train mode from here on, even for validation (see dropout_off): bitsandbytes repacks
+    # 4-bit weights into an inference-only layout the first time it runs in eval mode.
+    model.train()
+    with torch.no_grad(), dropout_off(model), amp():
+        first = batches_of(0)[0]
+        where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
+        s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
+        preflight.check_finite(float(s) / max(n, 1), where)
+        # The loop calls the decoder body and the head itself; on a slice of the first row
+        # its loss must equal the model's own (catches logit post-processing it does not know).
+        mine, theirs = loss_against_reference(model, decoder, head, first, dev)
+        preflight.check_matches_reference(mine, theirs, where)
+
+    # ---------------------------------------------------------------- FSDP: shard before the optimizer sees the weights
+    sharded = None
+    if run.mode == "fsdp":  # from here the loop calls the sharded root as its decoder body
+        decoder = sharded = distributed.shard(model, decoder, head, dev, defer_sync=built.defer_grad_sync)
+
+    # ---------------------------------------------------------------- optimizer, schedule, resume
+    from transformers import get_cosine_schedule_with_warmup
+
+    params = built.trainable
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
+                                  fused=run.device == "cuda")
+    scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
+    progress = Progress()
+    if run.resume_from is not None:
+        progress = load_checkpoint(run.resume_from, model, optimizer, scheduler, run.rank)
+        say(f"mens: resuming from {run.resume_from} (step {progress.step}/{total_steps})")
+    else:
+        torch.manual_seed(cfg.seed + run.rank)
+
+    # ---------------------------------------------------------------- manifest and telemetry
+    manifest = Manifest(
+        base_model=built.base.to_dict() if built.base else None, backend=cfg.backend,
+        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", ""),
+        tokenizer={"source": built.tokenizer_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format},
+        data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
+              "train_file": str(train_file.resolve()) if train_file else None,
+              "train_sha256": file_sha256(train_file) if train_file else None,
+              "raw_text": str(Path(cfg.raw_text).resolve()) if cfg.raw_text else None,
+              "train_pairs": len(pairs), "val_pairs": len(val_pairs), "val_examples": len(val_examples),
+              "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
+        hyperparameters=cfg.to_dict(), preset=cfg.preset,
+        device={"type": run.device, "name": run.info.device_name, "world_size": run.world,
+                "distributed": run.mode, "bf16": run.info.bf16, "allocator": allocator_in_use()},
+        seed=cfg.seed,
+        provenance={"upstream_model_id": cfg.upstream_model_id
+                    or (built.base.id if built.base and not built.base.path else None),
+                    "license": cfg.license, "attribution_required": cfg.attribution_required},
+        scratch_shape=built.scratch_shape, speed=plan.to_dict())
+    manifest.results.total_steps = total_steps
+    if run.previous.get("created"):
+        manifest.created = run.previous["created"]
+    telemetry = Telemetry.for_run(run.run_dir, cfg.report_to, enabled=run.main)
+    if run.main:
+        manifest.write(run.run_dir)
+        telemetry.event("train_start", progress.step, total_steps=total_steps,
+                        resumed_from=str(run.resume_from or ""), backend=cfg.backend, device=run.device,
+                        world_size=run.world, distributed=run.mode, examples=len(train_examples),
+                        supervised_tokens=stats.supervised_tokens)
+    return Session(built, decoder, head, sharded, amp, plan, batches_of, val_batches, window, total_steps,
+                   params, optimizer, scheduler, progress, manifest, telemetry)

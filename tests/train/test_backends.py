@@ -1,0 +1,82 @@
+"""Each backend's builder keeps the contract the loop relies on, and a new backend is one builder:
+registered here, it trains and saves through the unchanged loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from train_helpers import config, write_pairs
+
+from mens.hf import NF4
+from mens.train.backends import BUILDERS, Built, build, hf_base, load_for_training, register
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_pairs(tmp_path_factory.mktemp("pairs") / "data", n=24)
+
+
+@pytest.mark.parametrize("backend", ["qlora", "lora", "full", "scratch"])
+def test_builder_contract(backend, tiny_model_dir, data_dir, tmp_path):
+    cfg = config(tiny_model_dir, data_dir, tmp_path / "run", backend=backend)
+    built = build(cfg, torch.device("cpu"), False)
+    assert isinstance(built, Built) and built.trainable
+    names = {n for n, p in built.model.named_parameters() if p.requires_grad}
+    adapters = backend in ("qlora", "lora")
+    assert all("lora_" in n for n in names) == adapters  # adapters train alone; else every weight
+    assert built.defer_grad_sync == adapters
+    assert built.quantization == (NF4 if backend == "qlora" else None)
+    assert built.dtype == (torch.bfloat16 if backend == "qlora" else torch.float32)
+    assert (built.base is None) == (backend == "scratch") and (built.scratch_shape is None) != (backend == "scratch")
+    assert built.tokenizer.pad_token_id is not None and built.tokenizer_source
+    run = tmp_path / "saved"
+    run.mkdir()
+    built.save(run, built.model, built.tokenizer)
+    files = {p.name for p in run.iterdir()}
+    assert ("adapter_model.safetensors" in files) == adapters
+    assert ("model.safetensors" in files) != adapters
+    assert "tokenizer.json" in files and "README.md" not in files
+
+
+def test_unknown_backend_is_a_clear_error(tiny_model_dir, data_dir, tmp_path):
+    from mens.errors import MensError
+
+    with pytest.raises(MensError, match="unknown backend"):
+        config(tiny_model_dir, data_dir, tmp_path / "run", backend="nope")
+
+
+@pytest.fixture
+def norms_backend():
+    """A backend that trains only the normalisation weights of an HF model (BitFit-like)."""
+
+    @register("norms")
+    def norms(cfg, device, bf16):
+        from mens.train.checkpoint import save_pretrained
+
+        base, tokenizer = hf_base(cfg)
+        model = load_for_training(base, device, torch.float32)
+        for name, p in model.named_parameters():
+            p.requires_grad_("norm" in name)
+        return Built(model, tokenizer, torch.float32, save_pretrained, base=base, tokenizer_source=base.id)
+
+    yield "norms"
+    BUILDERS.pop("norms")
+
+
+def test_a_new_backend_is_one_builder(norms_backend, tiny_model_dir, data_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from mens.train.loop import train
+
+    out = train(config(tiny_model_dir, data_dir, tmp_path / "run", backend=norms_backend, max_steps=2, lr=1e-2))
+    assert out.status == "completed" and out.steps == 2 and all(torch.isfinite(torch.tensor(out.losses)))
+    manifest = json.loads((tmp_path / "run" / "training_manifest.json").read_text())
+    assert manifest["backend"] == "norms" and manifest["quantization"] is None
+    assert manifest["speed"]["tokens_per_pass"] >= 512
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
+    trained = AutoModelForCausalLM.from_pretrained(tmp_path / "run", dtype=torch.float32).state_dict()
+    changed = {k for k in base if not torch.equal(base[k], trained[k])}
+    assert changed and all("norm" in k for k in changed)

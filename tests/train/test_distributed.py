@@ -1,0 +1,72 @@
+"""mens.train.distributed's pass bookkeeping with two real gloo ranks: each rank takes every
+world-th micro-batch; under FSDP a rank with fewer passes is padded with zero-weight passes so
+every rank all-gathers the same number of times; DDP's flat all-reduce sums the gradients."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from mens.train import distributed
+
+
+def _split(batch):
+    """A 'micro-batch' of n rows runs as n passes of one row (as speed.row_groups would)."""
+    return [f"{batch['name']}/{i}" for i in range(batch["rows"])]
+
+
+BATCHES = [{"name": "a", "rows": 2}, {"name": "b", "rows": 1}, {"name": "c", "rows": 1}]
+
+
+def test_single_process_passes_are_every_part_with_weight_one():
+    assert distributed.mode("fsdp", 1) is None and distributed.mode("auto", 2) == "ddp"
+    assert list(distributed.passes(BATCHES, 0, 1, _split, None)) == [("a/0", 1.0), ("a/1", 1.0), ("b/0", 1.0),
+                                                                      ("c/0", 1.0)]
+    assert list(distributed.passes(BATCHES, 1, 2, _split, None)) == [("b/0", 1.0)]  # every world-th batch
+
+
+class _Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Module()
+        self.body.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.head = nn.Linear(4, 2)
+
+
+def _rank(rank: int, world: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = _Model()
+        root = distributed.shard(model, model.body, model.head, torch.device("cpu"), defer_sync=True)
+        got = list(distributed.passes(BATCHES, rank, world, _split, root))
+        # DDP: rank r's gradient is r + 1 everywhere, except a weight with no gradient on rank 0
+        params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
+        params[0].grad = torch.full((3,), float(rank + 1))
+        params[1].grad = None if rank == 0 else torch.full((2, 2), 5.0)
+        distributed.all_reduce_grads(params)
+        with open(f"{out}.{rank}", "w") as fh:
+            json.dump({"passes": got, "grads": [p.grad.tolist() for p in params]}, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_rank, args=(2, port, str(tmp_path / "out")), nprocs=2, join=True)
+    rank0 = json.loads((tmp_path / "out.0").read_text())
+    rank1 = json.loads((tmp_path / "out.1").read_text())
+    assert rank0["passes"] == [["a/0", 1.0], ["a/1", 1.0], ["c/0", 1.0]]
+    # rank 1 has one real pass; two of weight 0 over a real part keep the all-gathers in step
+    assert rank1["passes"] == [["b/0", 1.0], ["b/0", 0.0], ["b/0", 0.0]]
+    for r in (rank0, rank1):
+        assert r["grads"] == [[3.0, 3.0, 3.0], [[5.0, 5.0], [5.0, 5.0]]]
