@@ -195,8 +195,8 @@ def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
 
 @pytest.mark.parametrize("edit, message", [
     ({"max_step": 3}, "unknown key(s) max_step"),
-    ({"train": {"max_step": 3}}, "unknown key(s) in 'train': max_step"),
-    ({"scratch": {"data": "x.jsonl", "lr": 1e-3, "layers": 2}}, "unknown key(s) in 'scratch': layers"),
+    ({"train": {"max_step": 3}}, "unknown config key 'max_step'"),
+    ({"scratch": {"data": "x.jsonl", "lr": 1e-3, "layers": 2}}, "unknown config key 'layers'"),
     ({"bench": {"paths": "bench"}}, "unknown key(s) in 'bench': paths"),
     ({"gate": {"policy": "gates.yaml", "strict": True}}, "unknown key(s) in 'gate': strict"),
 ])

@@ -81,7 +81,7 @@ def test_every_field_is_a_flag_of_its_declared_type(tmp_path):
     ("max_steps: 2.5\n", "max_steps must be a whole number"),
     ("packing: maybe\n", "packing must be true or false"),
     ("adam_betas: [0.9]\n", "adam_betas must be two numbers"),
-    ("report_to: tensorboard\n", "report_to must be a list of strings"),
+    ("report_to: [1, 2]\n", "report_to must be a list of strings"),
     ("backend: lorax\n", "unknown backend value 'lorax'"),
 ])
 def test_wrong_yaml_types_are_named(tmp_path, line, message):
@@ -101,4 +101,22 @@ def test_yaml_reads_exponents_without_a_dot_and_refuses_binary(tmp_path):
         resolve_config({"model": "m"}, str(yaml))
     yaml.write_text("lr: " + "[" * 100_000 + "\n")
     with pytest.raises(MensError):
+        resolve_config({"model": "m"}, str(yaml))
+
+
+def test_trl_and_hf_names_are_aliases_and_typos_get_a_suggestion(tmp_path):
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("learning_rate: 5.0e-5\nnum_train_epochs: 2\nper_device_train_batch_size: 2\n"
+                    "gradient_accumulation_steps: 8\nmax_length: 1024\nr: 8\nreport_to: tensorboard\n"
+                    "bf16: true\ngradient_checkpointing: true\nadam_beta2: 0.95\nsave_total_limit: 3\n")
+    cfg = resolve_config({"model": "m", "data_dir": "d", "output_dir": "o"}, str(yaml))
+    assert (cfg.lr, cfg.epochs, cfg.micro_batch, cfg.grad_accum, cfg.seq_len, cfg.lora_r) == (5e-5, 2.0, 2, 8, 1024, 8)
+    assert (cfg.report_to, cfg.dtype, cfg.gradient_checkpointing) == (["tensorboard"], "bf16", "on")
+    assert (cfg.adam_betas, cfg.keep_checkpoints) == ((0.9, 0.95), 3)
+    yaml.write_text("lerning_rate: 1.0e-4\n")
+    with pytest.raises(MensError, match="unknown config key 'lerning_rate'") as err:
+        resolve_config({"model": "m"}, str(yaml))
+    assert "did you mean 'learning_rate'" in err.value.format()
+    yaml.write_text("lr: 1.0e-4\nlearning_rate: 2.0e-4\n")
+    with pytest.raises(MensError, match="both set lr"):
         resolve_config({"model": "m"}, str(yaml))

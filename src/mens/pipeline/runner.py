@@ -173,9 +173,12 @@ _TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", *_SECTION_K
 
 
 def check_keys(config: dict[str, Any], where: str) -> None:
-    from mens.train.config import FIELD_NAMES
+    from mens.train.config import canonical_fields
 
-    allowed = {**_SECTION_KEYS, "train": FIELD_NAMES, "scratch": FIELD_NAMES | {"data"}}
+    for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
+        if isinstance(config.get(name), dict):
+            canonical_fields(config[name], f"{where}: {name}", extra=frozenset({"data"} if name == "scratch" else ()))
+    allowed = _SECTION_KEYS
     unknown = sorted(set(map(str, config)) - _TOP_KEYS)
     if unknown:
         raise MensError(f"unknown key(s) {', '.join(unknown)}", where,
@@ -185,9 +188,8 @@ def check_keys(config: dict[str, Any], where: str) -> None:
         if isinstance(section, dict):
             bad = sorted(str(k) for k in section if str(k) not in keys)
             if bad:
-                hint = "any `mens train` field (docs/training.md)" if name in ("train", "scratch") \
-                    else ", ".join(sorted(keys))
-                raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where, f"use {hint}")
+                raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
+                                f"use {', '.join(sorted(keys))}")
 
 
 def select(stages: list[Stage], names: str | None) -> list[Stage]:

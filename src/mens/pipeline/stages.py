@@ -128,8 +128,10 @@ def _eval(ctx: Context) -> dict[str, Any]:
 
 def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[str, Any]:
     """`mens train` fields from a config section; paths in it resolved like every config path."""
+    from mens.train.config import canonical_fields
+
     flags = dict(defaults)
-    flags.update(ctx.section(section))
+    flags.update(canonical_fields(ctx.section(section), f"pipeline config: {section}", frozenset({"data"})))
     flags.setdefault("seed", int(ctx.config.get("seed", 0)))
     if flags.get("raw_text"):
         flags["raw_text"] = str(ctx.path(flags["raw_text"]).resolve())

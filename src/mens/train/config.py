@@ -214,12 +214,59 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise MensError(f"malformed YAML: {getattr(err, 'problem', err)}", where, "fix the config file") from None
     if not isinstance(data, dict):
         raise MensError("config must be a mapping of field: value", str(path), "see docs/training.md")
-    data = {k.replace("-", "_"): v for k, v in data.items()}
-    unknown = sorted(set(data) - FIELD_NAMES)
-    if unknown:
-        raise MensError(f"unknown config key(s): {', '.join(unknown)}", str(path),
-                        "see docs/training.md for the field names")
-    return data
+    return canonical_fields(data, str(path))
+
+
+# The names users bring from TRL / transformers' TrainingArguments / PEFT's LoraConfig, and what
+# they mean here. Booleans that select a value (bf16: true) are turned into it by _ALIAS_VALUES.
+ALIASES = {
+    "learning_rate": "lr", "num_train_epochs": "epochs", "per_device_train_batch_size": "micro_batch",
+    "gradient_accumulation_steps": "grad_accum", "max_length": "seq_len", "max_seq_length": "seq_len",
+    "r": "lora_r", "use_dora": "dora", "model_name_or_path": "model", "logging_steps": "log_interval",
+    "eval_steps": "eval_interval", "save_steps": "save_interval", "save_total_limit": "keep_checkpoints",
+    "warmup": "warmup_steps", "max_grad_norm": "max_grad_norm", "bf16": "dtype", "fp16": "dtype",
+    "dataset_dir": "data_dir",
+}
+
+
+def _alias_value(key: str, value: Any, where: str) -> Any:
+    if key in ("bf16", "fp16"):
+        if not isinstance(value, bool):
+            raise MensError(f"{key} must be true or false, got {value!r}", where, f"or set dtype: {key}")
+        return key if value else None
+    if key == "report_to" and isinstance(value, str):
+        return [value]                       # TRL takes one sink as a string
+    if key == "gradient_checkpointing" and isinstance(value, bool):
+        return "on" if value else "off"      # TrainingArguments' boolean
+    return value
+
+
+def canonical_fields(data: dict[Any, Any], where: str, extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Config keys → TrainConfig fields: dashes as underscores, TRL/HF names as aliases
+    (adam_beta1/2 → adam_betas), an unknown key named with the closest field as the fix."""
+    import difflib
+
+    out: dict[str, Any] = {}
+    betas = {}
+    for raw, value in data.items():
+        key = str(raw).replace("-", "_")
+        if key in ("adam_beta1", "adam_beta2"):
+            betas[key] = value
+            continue
+        name = key if key in FIELD_NAMES or key in extra else ALIASES.get(key)
+        if name is None:
+            close = difflib.get_close_matches(key, sorted(FIELD_NAMES | set(ALIASES) | extra), n=1)
+            raise MensError(f"unknown config key {raw!r}", where,
+                            f"did you mean {close[0]!r}?" if close else "see docs/training.md for the field names")
+        value = _alias_value(key, value, where)
+        if value is None and key in ("bf16", "fp16"):
+            continue                         # bf16: false says nothing about the dtype
+        if name in out and out[name] != value:
+            raise MensError(f"{raw!r} and another key both set {name}", where, "keep one of them")
+        out[name] = value
+    if betas:
+        out["adam_betas"] = [betas.get("adam_beta1", 0.9), betas.get("adam_beta2", 0.999)]
+    return out
 
 
 def resolve_config(flags: dict[str, Any], yaml_path: str | None = None,
