@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class MensError(Exception):
     """An error the user caused and can fix. The CLI prints `format()` and exits with code 2."""
@@ -28,3 +30,47 @@ class GateFailure(Exception):
     exit code 1, not 2, because the input was fine and the answer is the result."""
 
     exit_code = 1
+
+
+class OutputError(MensError, OSError):
+    """An output that cannot be written (no permission, a full disk, a file or folder in the
+    way): the one-line form with the output's path, and still an OSError for code that catches
+    those."""
+
+
+_OS_WHAT = {
+    errno.ENOSPC: ("no space left on the device", "free some space or write somewhere else"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space or write somewhere else"),
+    errno.EFBIG: ("file too large for this file system or limit", "write somewhere else"),
+    errno.EACCES: ("permission denied", "choose a path you can read/write, or fix its permissions"),
+    errno.EPERM: ("operation not permitted", "choose a path you can read/write, or fix its permissions"),
+    errno.EROFS: ("read-only file system", "write somewhere else"),
+    errno.EISDIR: ("is a folder, not a file", "give a file path"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "give a path under a folder"),
+    errno.ENOENT: ("no such file or folder", "check the path"),
+    errno.EEXIST: ("already exists", "remove it or give another path"),
+}
+
+
+def user_error(exc: BaseException, where: str | None = None) -> MensError | None:
+    """The one-line form of an OS, decode or recursion error that reached a command's edge;
+    None for anything else (a bug, which keeps its traceback). `where` overrides the path the
+    error carries (e.g. the output a temp file stood for)."""
+    if isinstance(exc, MensError):
+        return exc
+    if isinstance(exc, OSError):
+        what, todo = _OS_WHAT.get(exc.errno, (exc.strerror or str(exc), "check the path"))
+        return MensError(what, where or (str(exc.filename) if exc.filename else None), todo)
+    if isinstance(exc, UnicodeDecodeError):
+        return MensError(f"not UTF-8 text (byte {exc.start})", where, "re-encode the file as UTF-8")
+    if isinstance(exc, RecursionError):
+        return MensError("input nested too deeply to read", where, "flatten it or leave it out")
+    return None
+
+
+def output_error(exc: OSError, path: object) -> OutputError:
+    """`exc` (raised while writing `path` or its temp file) as an OutputError naming `path`."""
+    base = user_error(exc, str(path))
+    err = OutputError(f"cannot write: {base.what}", base.where, base.todo)
+    err.errno, err.strerror, err.filename = exc.errno, exc.strerror, str(path)
+    return err

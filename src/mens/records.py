@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from mens.errors import MensError
+from mens.errors import MensError, output_error, user_error
 
 SCHEMA_VERSION = "mens.pair.v1"
 LANES = ("codegen", "docs_qa", "tooling", "error_correction", "followup")
@@ -134,20 +134,30 @@ def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[t
     """Yield (line number, parsed object) for each non-blank line. A bad line raises a MensError
     naming file:line, or, when a `skipped` list is given, is recorded there and passed over."""
     path = Path(path)
+    if path.is_dir():
+        raise MensError("is a folder, not a JSONL file", str(path), "give the file itself")
     if not path.is_file():
         raise MensError("file not found", str(path), "check the path")
-    with path.open("rb") as fh:
+    try:
+        fh = path.open("rb")
+    except OSError as err:
+        raise user_error(err, str(path)) from None
+    with fh:
         for lineno, raw in enumerate(fh, 1):
             try:
                 line = raw.decode("utf-8")
                 if not line.strip():
                     continue
                 obj = json.loads(line)
-            except UnicodeDecodeError:
-                exc = MensError("line is not UTF-8 text", f"{path}:{lineno}", "re-encode the file as UTF-8")
+            except UnicodeDecodeError as err:
+                exc = MensError(f"line is not UTF-8 text (byte {err.start})", f"{path}:{lineno}",
+                                "re-encode the file as UTF-8")
             except json.JSONDecodeError as err:
                 exc = MensError(f"malformed JSON: {err.msg} at column {err.colno}", f"{path}:{lineno}",
                                 "fix the line or pass --lenient to skip it")
+            except RecursionError:  # `[` × 100,000: the decoder gives up, the line is not data
+                exc = MensError("JSON nested too deeply", f"{path}:{lineno}",
+                                "flatten the line or pass --lenient to skip it")
             else:
                 yield lineno, obj
                 continue
@@ -176,12 +186,17 @@ def read_pairs(path: str | Path, lenient: bool = False) -> tuple[list[Pair], lis
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = ""):
     """Yield a temp path beside `path`; on success rename it over `path`, on error delete it.
-    Works for files and directories alike, so no reader ever sees a half-written output."""
+    Works for files and directories alike, so no reader ever sees a half-written output. A
+    failure to write (no permission, a full disk, a file or folder in the way) raises
+    `OutputError` — an OSError that prints as one line naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:  # a file where a folder should be, no permission, a read-only disk
+        raise output_error(exc, path) from exc
     tmp_path = Path(tmp)
     try:
         yield tmp_path
@@ -193,12 +208,39 @@ def atomic_path(path: str | Path, suffix: str = ""):
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as exc:
         if tmp_path.is_dir():
             shutil.rmtree(tmp_path, ignore_errors=True)
         elif tmp_path.exists():
             tmp_path.unlink()
+        if isinstance(exc, OSError) and not isinstance(exc, MensError) and _writing(exc, tmp_path, path):
+            raise output_error(exc, path) from exc  # a full disk, a folder in the way: one line, the path
         raise
+
+
+def _writing(exc: OSError, tmp: Path, path: Path) -> bool:
+    """Whether `exc` came from writing the output (its temp, the rename), not from reading some
+    input inside the `with` block."""
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    return not names or any(n.startswith(str(tmp)) or n == str(path) for n in names)
+
+
+def check_output(path: str | Path, flag: str = "-o") -> Path:
+    """Fail before any work when `path` cannot become a file: a folder is in the way, a part of
+    its parent path is a file, or the folder it would go in is not writable."""
+    path = Path(path)
+    where = f"{flag} {path}"
+    if path.is_dir():
+        raise MensError("the output is an existing folder", where, f"give a file path, e.g. {path / 'out.jsonl'}")
+    parent = path.parent
+    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise MensError(f"{parent} is a file, not a folder", where, "give a path under a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise MensError(f"cannot write in {parent} (no permission or a read-only disk)", where,
+                        "choose a folder you can write to")
+    return path
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

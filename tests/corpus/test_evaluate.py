@@ -45,9 +45,14 @@ def test_gates_from_flags_and_env(tmp_path, write_jsonl, run_cli, monkeypatch):
     assert json.loads(out.read_text())["gate"]["passed"] is False
     code, _, err = run_cli("corpus", "eval", src, "-o", out, "--min-coverage", "50")
     assert code == 1 and "coverage" in err
+    # The environment is a default of the CLI's flags, read at the edge; evaluate() ignores it.
     monkeypatch.setenv("MENS_EVAL_MIN_PARSE_RATE", "0.95")
-    with pytest.raises(GateFailure):
-        evaluate(src, out)
+    code, _, err = run_cli("corpus", "eval", src, "-o", out)
+    assert code == 1 and "parse_rate 0.6667 < 0.95" in err
+    assert evaluate(src, out)["gate"] == {"min_parse_rate": None, "min_coverage": None, "strict": False,
+                                          "passed": True, "problems": []}
+    code, _, err = run_cli("corpus", "eval", src, "-o", out, "--min-parse-rate", "0.5")
+    assert code == 0  # the flag beats the environment
     monkeypatch.setenv("MENS_EVAL_MIN_PARSE_RATE", "lots")
     code, _, err = run_cli("corpus", "eval", src, "-o", out)
     assert code == 2 and "MENS_EVAL_MIN_PARSE_RATE must be a number" in err
@@ -55,8 +60,30 @@ def test_gates_from_flags_and_env(tmp_path, write_jsonl, run_cli, monkeypatch):
     clean = write_jsonl("clean.jsonl", [FN, CLS])
     assert evaluate(clean, out, strict=True)["gate"]["passed"]
     monkeypatch.setenv("MENS_EVAL_STRICT", "1")
-    with pytest.raises(GateFailure, match="do not parse"):
-        evaluate(src, out)
+    assert evaluate(src, out)["gate"]["passed"]
+    code, _, err = run_cli("corpus", "eval", src, "-o", out)
+    assert code == 1 and "do not parse" in err
+    monkeypatch.setenv("MENS_EVAL_MIN_COVERAGE", "50")
+    monkeypatch.delenv("MENS_EVAL_STRICT")
+    code, _, err = run_cli("corpus", "eval", src, "-o", out)
+    assert code == 1 and "coverage" in err
+
+
+def test_evaluate_reads_no_environment():
+    import inspect
+
+    import mens.corpus.evaluate as module
+
+    code = inspect.getsource(module).replace(module.__doc__, "")
+    assert "os.environ" not in code and "getenv" not in code and "import os" not in code
+
+
+@pytest.mark.parametrize("flag, value", [("--min-parse-rate", "1.5"), ("--min-parse-rate", "-0.1"),
+                                         ("--min-coverage", "101"), ("--min-coverage", "-1")])
+def test_out_of_range_thresholds_are_user_errors(tmp_path, write_jsonl, run_cli, flag, value):
+    src = write_jsonl("t.jsonl", [FN])
+    code, _, err = run_cli("corpus", "eval", src, "-o", tmp_path / "e.json", flag, value)
+    assert code == 2 and flag in err and not (tmp_path / "e.json").exists()
 
 
 def test_empty_or_missing_file_is_a_user_error(tmp_path, run_cli):

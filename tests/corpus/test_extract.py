@@ -98,3 +98,31 @@ def test_cli_extract_writes_output_and_report(py_project, tmp_path, run_cli):
     out = tmp_path / "u.jsonl"
     code, _, _ = run_cli("corpus", "extract", py_project / "pkg", "-o", out)
     assert code == 0 and out.exists() and (tmp_path / "u.extract_report.json").exists()
+
+
+def test_links_out_of_the_tree_are_skipped_and_counted(tmp_path, run_cli):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "real.py").write_text("def inside():\n    return 1\n")
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("def private_outside():\n    return 'not for training'\n")
+    (root / "inside_link.py").symlink_to(root / "real.py")
+    (root / "outside_link.py").symlink_to(outside)
+    (root / "passwd.py").symlink_to("/etc/passwd")
+    (root / "dangling.py").symlink_to(tmp_path / "nothing.py")
+    out = tmp_path / "units.jsonl"
+    report = extract([root], out)
+    codes = "".join(u.code for u in read_units(out))
+    assert "private_outside" not in codes and "root:" not in codes
+    assert sorted(Path(u.path).name for u in read_units(out)) == ["inside_link.py", "real.py"]
+    assert report.dropped["external_link"] == 2 and report.dropped["broken_link"] == 1
+    example = next(e for e in report.examples if e["where"].endswith("outside_link.py"))
+    assert str(outside) in example["message"] and "--follow-external-links" in example["message"]
+    # Opting in reads the outside file (and /etc/passwd, which then fails to parse as Python).
+    report = extract([root], out, follow_external_links=True)
+    assert "private_outside" in "".join(u.code for u in read_units(out))
+    assert "external_link" not in report.dropped and report.dropped["broken_link"] == 1
+    # A path given on the command line is a root: a link to a file named there is inside.
+    assert extract([root, outside], out).dropped["external_link"] == 1
+    code, _, _ = run_cli("corpus", "extract", root, "-o", out, "--follow-external-links")
+    assert code == 0 and "private_outside" in out.read_text()

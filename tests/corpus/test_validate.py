@@ -178,3 +178,53 @@ def test_pool_matches_serial_with_lang_option(tmp_path, write_jsonl, monkeypatch
     report = validate(src, tmp_path / "pool.jsonl", workers=2, lang="vox")
     assert (tmp_path / "serial.jsonl").read_bytes() == (tmp_path / "pool.jsonl").read_bytes()
     assert report.counts["code_checked"] == 30 and report.dropped == {"parse_error": 2}
+
+
+AWS_IN_PROMPT = {"prompt": "Use key AKIAABCDEFGHIJKLMNOP to upload", "lang": "python",
+                 "response": "```python\ndef upload(key):\n    return key\n```"}
+TOKEN_IN_RESPONSE = {"prompt": "connect", "lang": "python",
+                     "response": "```python\nTOKEN = 'ghp_" + "a1B2" * 9 + "'\n```"}
+SECRET_IN_MESSAGES = {"messages": [{"role": "user", "content": "password = 'hunter2hunter2hunter2'"},
+                                   {"role": "assistant", "content": "```python\nx = 3\n```"}], "lang": "python"}
+
+
+def test_rows_with_secrets_are_quarantined_by_default(tmp_path, write_jsonl, run_cli):
+    src = write_jsonl("pairs.jsonl", [GOOD, AWS_IN_PROMPT, TOKEN_IN_RESPONSE, SECRET_IN_MESSAGES])
+    out, quarantine = tmp_path / "v.jsonl", tmp_path / "q.jsonl"
+    report = validate(src, out, quarantine=quarantine)
+    assert rows(out) == [{**GOOD, "schema_version": "mens.pair.v1"}]
+    assert report.dropped == {"unsafe": 3} and report.counts["rejected"] == 3
+    bad = rows(quarantine)
+    assert [r["reason"] for r in bad] == ["unsafe"] * 3
+    assert [r["error"] for r in bad] == ["aws_access_key in prompt", "github_token in response",
+                                         "hardcoded_secret in messages[0]"]
+    assert bad[0]["where"].endswith("pairs.jsonl:2") and bad[0]["row"] == AWS_IN_PROMPT
+    # Opting out keeps them, counted.
+    report = validate(src, out, keep_unsafe=True)
+    assert len(rows(out)) == 4 and report.counts["unsafe_kept"] == 3 and "unsafe" not in report.dropped
+    code, _, _ = run_cli("corpus", "validate", src, "-o", out, "--keep-unsafe")
+    assert code == 0 and len(rows(out)) == 4
+    code, _, _ = run_cli("corpus", "validate", src, "-o", out, "--strict")
+    assert code == 1 and len(rows(out)) == 1
+
+
+def test_eval_counts_a_secret_in_the_prompt(tmp_path, write_jsonl):
+    from mens.corpus.evaluate import evaluate
+
+    res = evaluate(write_jsonl("t.jsonl", [GOOD, AWS_IN_PROMPT]), tmp_path / "e.json")
+    assert res["safety_rejections"] == 1
+    assert any(f["kind"] == "safety" and "aws_access_key in prompt" in f["error"] for f in res["failures"])
+
+
+def test_bundled_examples_hold_no_unsafe_row(tmp_path):
+    from mens.corpus.extract import extract
+    from mens.corpus.pairs import make_pairs
+    from paths import EXAMPLES
+
+    for name in ("vox", "docs"):
+        extract([EXAMPLES / name], tmp_path / f"{name}.units.jsonl")
+        make_pairs(tmp_path / f"{name}.units.jsonl", tmp_path / f"{name}.pairs.jsonl")
+        report = validate(tmp_path / f"{name}.pairs.jsonl", tmp_path / f"{name}.v.jsonl")
+        assert report.counts["kept"] == report.counts["input_rows"] and not report.dropped, report.dropped
+    bench = validate(EXAMPLES / "bench" / "vox_heldout.jsonl", tmp_path / "bench.v.jsonl", lang="vox")
+    assert "unsafe" not in bench.dropped

@@ -35,6 +35,7 @@ def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse
     (run / "eval_results.json").write_text(json.dumps({
         "total_samples": 100, "code_samples": 80, "format_validity": 1.0, "parse_rate": parse_rate,
         "construct_coverage": 12, "construct_total": 20, "construct_coverage_pct": 60.0,
+        "safety_rejections": 0, "safety_rejection_rate": 0.0,
         "by_category": {"function": {"n": 40}, "type": {"n": 20}, "docs": {"n": 40}}}))
     if with_bench:
         (run / "benchmark_results.json").write_text(json.dumps({

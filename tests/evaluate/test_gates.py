@@ -70,3 +70,44 @@ def test_bad_policy_is_a_user_error(tmp_path, run_cli):
     shutil.rmtree(run)
     code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 2 and "run directory not found" in err
+
+
+def test_shipped_policy_blocks_a_corpus_with_secrets(tmp_path, run_cli):
+    run = make_run(tmp_path)
+    results = json.loads((run / "eval_results.json").read_text())
+    results["safety_rejections"] = 1
+    (run / "eval_results.json").write_text(json.dumps(results))
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "corpus holds no secrets" in err
+    del results["safety_rejections"]  # an eval that did not measure safety cannot pass the gate either
+    (run / "eval_results.json").write_text(json.dumps(results))
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "corpus holds no secrets" in err
+
+
+@pytest.mark.parametrize("metric, threshold, phrase", [
+    ("eval.parse_rate", 1.5, "out of range for eval.parse_rate (0-1)"),
+    ("bench.pass_at_1", -0.1, "out of range"),
+    ("eval.construct_coverage_pct", 150, "(0-100)"),
+    ("eval.safety_rejections", -1, "(0 or more)"),
+    ("eval.parse_rate", float("nan"), "finite number"),
+])
+def test_out_of_range_thresholds_are_user_errors(tmp_path, run_cli, metric, threshold, phrase):
+    run = make_run(tmp_path)
+    policy = _policy(tmp_path, [{"metric": metric, "op": ">=", "threshold": threshold}])
+    code, _, err = run_cli("gate", "--run", run, "--policy", policy)
+    assert code == 2 and phrase in err and len(err.strip().splitlines()) == 1, err
+    assert not (run / "gate_receipt.json").exists()
+
+
+@pytest.mark.parametrize("content, phrase", [
+    (b"gates:\n  - metric: \xff\xfe\n", "not UTF-8"),
+    (b"gates: " + b"[" * 100_000, "nested too deeply"),
+    (b"gates: [unclosed\n", "not valid YAML"),
+])
+def test_unreadable_policy_is_one_line(tmp_path, run_cli, content, phrase):
+    run = make_run(tmp_path)
+    policy = tmp_path / "gates.yaml"
+    policy.write_bytes(content)
+    code, _, err = run_cli("gate", "--run", run, "--policy", policy)
+    assert code == 2 and phrase in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

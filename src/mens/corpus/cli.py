@@ -3,6 +3,7 @@ over the stage functions in mens.corpus.*; each prints a one-line summary and wr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from mens.cli import add_group
@@ -31,7 +32,9 @@ def register(sub) -> None:
                    help="also extract this tree-sitter grammar (rust, typescript …); repeatable")
     p.add_argument("--max-bytes", type=int, default=1_000_000, help="skip larger files (default 1 MB)")
     p.add_argument("--workers", type=int, help="processes (default 2)")
-    p.set_defaults(func=_extract)
+    p.add_argument("--follow-external-links", action="store_true",
+                   help="read symlinked files that point outside the given paths (skipped and counted by default)")
+    p.set_defaults(func=_edge(_extract))
 
     p = corpus.add_parser("pairs", help="units.jsonl → instruction pairs",
                           description="Whole-file, per-construct, docs code, docs prose, follow-up and "
@@ -42,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--no-error-correction", action="store_true", help="skip error-correction pairs")
     p.add_argument("--lenient", action="store_true", help="skip malformed unit lines (counted) instead of failing")
     p.add_argument("--workers", type=int, help="processes (default 2)")
-    p.set_defaults(func=_pairs)
+    p.set_defaults(func=_edge(_pairs))
 
     p = corpus.add_parser("validate", help="parse every code response, dedupe, schema-check",
                           description="Parse each code-bearing response with its language pack; rejected "
@@ -54,10 +57,13 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="validated JSONL to write")
     p.add_argument("--quarantine", type=Path, help="write rejected rows here, with reasons")
     p.add_argument("--strict", action="store_true", help="exit 1 when any row is rejected")
+    p.add_argument("--keep-unsafe", action="store_true",
+                   help="keep rows whose prompt or response holds a secret or a destructive command "
+                   "(by default they are left out and quarantined as `unsafe`)")
     p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
     p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
     p.add_argument("--workers", type=int, help="processes (default 2)")
-    p.set_defaults(func=_validate)
+    p.set_defaults(func=_edge(_validate))
 
     p = corpus.add_parser("mix", help="weighted, seeded mix of pair files → train.jsonl",
                           description="Mix sources as mix.yaml says (weights, sample rates, lane filters, "
@@ -67,7 +73,7 @@ def register(sub) -> None:
     p.add_argument("--allow-missing-sources", action="store_true",
                    help="skip missing sources (reported) instead of failing")
     p.add_argument("--lenient", action="store_true", help="skip malformed rows (counted) instead of failing")
-    p.set_defaults(func=_mix)
+    p.set_defaults(func=_edge(_mix))
 
     p = corpus.add_parser("eval", help="measure a pairs file → eval_results.json; optionally a gate",
                           description="Format validity, parse rate, construct coverage, safety rejections, "
@@ -79,12 +85,15 @@ def register(sub) -> None:
     p.add_argument("file", type=Path, help="pairs JSONL (e.g. train.jsonl)")
     p.add_argument("-o", "--output", type=Path, default=Path("eval_results.json"),
                    help="results file (default eval_results.json)")
-    p.add_argument("--min-parse-rate", type=float, help="fail below this parse rate (0-1)")
-    p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a percentage)")
+    p.add_argument("--min-parse-rate", type=float,
+                   help="fail below this parse rate (0-1; default $MENS_EVAL_MIN_PARSE_RATE, else none)")
+    p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a "
+                   "percentage; default $MENS_EVAL_MIN_COVERAGE, else none)")
     p.add_argument("--strict", action="store_true",
-                   help="fail on any parse failure, malformed row, unsafe response or unchecked row")
+                   help="fail on any parse failure, malformed row, unsafe row or unchecked row "
+                   "(also with MENS_EVAL_STRICT=1)")
     p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
-    p.set_defaults(func=_eval)
+    p.set_defaults(func=_edge(_eval))
 
     p = corpus.add_parser("stats", help="rows by category/lane/lang/rating and a length histogram",
                           description="Print what a pairs file holds; lengths in tokens with --tokenizer, "
@@ -93,7 +102,7 @@ def register(sub) -> None:
     p.add_argument("--tokenizer", type=Path, help="model folder or tokenizer.json for token lengths")
     p.add_argument("-o", "--output", type=Path, help="JSON report path")
     p.add_argument("--lenient", action="store_true", help="skip malformed lines instead of failing")
-    p.set_defaults(func=_stats)
+    p.set_defaults(func=_edge(_stats))
 
     p = sub.add_parser("generate-data", help="synthetic, parser-verified Vox programs with prompts",
                        description="Compose Vox programs from a grammar of templates, each verified to parse, "
@@ -101,7 +110,41 @@ def register(sub) -> None:
     p.add_argument("--limit", type=int, required=True, help="how many pairs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
-    p.set_defaults(func=_generate)
+    p.set_defaults(func=_edge(_generate))
+
+
+def _edge(command):
+    """A corpus command at the CLI edge: SIGTERM leaves the way Ctrl+C does (workers killed, temp
+    files removed, exit 130), and OS, decode and recursion errors that reach it become the one
+    line `mens: error: … (path) — what to do` (exit 2) instead of a traceback."""
+
+    def run(args) -> int:
+        from mens.corpus.parallel import sigterm_as_interrupt
+        from mens.errors import user_error
+
+        with sigterm_as_interrupt():
+            try:
+                return command(args)
+            except (OSError, UnicodeDecodeError, RecursionError) as exc:
+                raise user_error(exc) from exc
+
+    return run
+
+
+def _outputs(*paths: tuple[Path | None, str]) -> None:
+    """Every output (and the report beside it) can be written: checked before any work."""
+    from mens.records import check_output
+
+    for path, flag in paths:
+        if path is not None:
+            check_output(path, flag)
+
+
+def _positive(value: int | None, flag: str, example: str) -> None:
+    from mens.errors import MensError
+
+    if value is not None and value < 1:
+        raise MensError(f"{flag} must be 1 or more, got {value}", flag, f"e.g. {flag} {example}")
 
 
 def _not_input(out: Path, *inputs: Path) -> None:
@@ -114,11 +157,16 @@ def _not_input(out: Path, *inputs: Path) -> None:
 
 def _extract(args) -> int:
     from mens.corpus.extract import extract
+    from mens.corpus.parallel import default_workers
+    from mens.corpus.report import report_path
     from mens.progress import say
 
+    default_workers(args.workers)
+    _positive(args.max_bytes, "--max-bytes", "1000000")
+    _outputs((args.output, "-o"), (report_path(args.output, "extract"), "report"))
     report = extract(args.paths, args.output, incremental=args.incremental,
                      docs_training_only=not args.all_docs, langs=args.lang, max_bytes=args.max_bytes,
-                     workers=args.workers)
+                     workers=args.workers, follow_external_links=args.follow_external_links)
     say(report.summary())
     return 0
 
@@ -127,7 +175,12 @@ def _pairs(args) -> int:
     from mens.corpus.pairs import make_pairs
     from mens.progress import say
 
+    from mens.corpus.parallel import default_workers
+    from mens.corpus.report import report_path
+
+    default_workers(args.workers)
     _not_input(args.output, args.units)
+    _outputs((args.output, "-o"), (report_path(args.output, "pairs"), "report"))
     report = make_pairs(args.units, args.output, seed=args.seed, lenient=args.lenient,
                         error_correction=not args.no_error_correction, workers=args.workers)
     say(report.summary())
@@ -138,12 +191,23 @@ def _validate(args) -> int:
     from mens.corpus.validate import validate
     from mens.progress import say
 
+    from mens.corpus.parallel import default_workers
+    from mens.corpus.report import report_path
+
+    default_workers(args.workers)
     _not_input(args.output, args.pairs)
     if args.quarantine:
         _not_input(args.quarantine, args.pairs)
+    _outputs((args.output, "-o"), (report_path(args.output, "validate"), "report"),
+             (args.quarantine, "--quarantine"))
     report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
-                      lenient=args.lenient, workers=args.workers, lang=args.lang)
+                      lenient=args.lenient, workers=args.workers, lang=args.lang, keep_unsafe=args.keep_unsafe)
     say(report.summary())
+    if report.dropped.get("unsafe") or report.counts.get("unsafe_kept"):
+        say(f"validate: {report.dropped.get('unsafe', 0) or report.counts['unsafe_kept']} rows hold a secret or a "
+            "destructive command (see the report's examples)"
+            + (" — kept (--keep-unsafe)" if args.keep_unsafe else
+               f" — left out{' → ' + str(args.quarantine) if args.quarantine else ''}; --keep-unsafe keeps them"))
     if report.counts["unchecked"]:
         say(f"validate: {report.counts['unchecked']} kept unchecked, no pack could parse them "
             f"({'; '.join(f'{why}: {n}' for why, n in report.extra['unchecked']['why'].items())})"
@@ -155,6 +219,7 @@ def _mix(args) -> int:
     from mens.corpus.mix import mix
     from mens.progress import say
 
+    _outputs((args.output, "-o"))
     report = mix(args.config, allow_missing=args.allow_missing_sources, lenient=args.lenient,
                  output=args.output)
     say(report.summary())
@@ -165,8 +230,10 @@ def _eval(args) -> int:
     from mens.corpus.evaluate import evaluate
 
     _not_input(args.output, args.file)
-    res = evaluate(args.file, args.output, min_parse_rate=args.min_parse_rate, min_coverage=args.min_coverage,
-                   strict=args.strict, lang=args.lang)
+    _outputs((args.output, "-o"))
+    res = evaluate(args.file, args.output, min_parse_rate=_env_float(args.min_parse_rate, "MENS_EVAL_MIN_PARSE_RATE"),
+                   min_coverage=_env_float(args.min_coverage, "MENS_EVAL_MIN_COVERAGE"),
+                   strict=args.strict or os.environ.get("MENS_EVAL_STRICT") == "1", lang=args.lang)
     coverage = "n/a" if res["construct_coverage_pct"] is None else f"{res['construct_coverage_pct']}%"
     print(f"{args.file}: {res['total_samples']} samples, format {_rate(res['format_validity'])}, "
           f"parse rate {_rate(res['parse_rate'])} ({res['parsed_samples']}/{res['code_samples']}), "
@@ -176,6 +243,22 @@ def _eval(args) -> int:
     return 0
 
 
+def _env_float(flag: float | None, name: str) -> float | None:
+    """A gate threshold: the flag, else the environment variable `name`. The environment is read
+    here, at the CLI edge, and nowhere else: `evaluate()` takes explicit arguments."""
+    from mens.errors import MensError
+
+    if flag is not None:
+        return flag
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise MensError(f"{name} must be a number, got {value!r}", name, "set it to e.g. 0.95, or unset it") from None
+
+
 def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -183,6 +266,10 @@ def _rate(value: float | None) -> str:
 def _stats(args) -> int:
     from mens.corpus.stats import format_stats, stats
 
+    from mens.corpus.report import report_path
+
+    _not_input(args.output or report_path(args.file, "stats"), args.file)
+    _outputs((args.output or report_path(args.file, "stats"), "-o"))
     print(format_stats(stats(args.file, tokenizer=args.tokenizer, out=args.output, lenient=args.lenient)))
     return 0
 
@@ -191,6 +278,10 @@ def _generate(args) -> int:
     from mens.corpus.synth.generate import generate_data
     from mens.progress import say
 
+    from mens.corpus.report import report_path
+
+    _positive(args.limit, "--limit", "500")
+    _outputs((args.output, "-o"), (report_path(args.output, "generate"), "report"))
     report = generate_data(args.output, limit=args.limit, seed=args.seed)
     say(report.summary())
     return 0

@@ -118,6 +118,8 @@ def doc_units(path: str, text: str, packs: list[LanguagePack], *, training_only:
         meta, body, offset = split_frontmatter(text)
     except (ValueError, yaml.YAMLError) as exc:
         return [], [("bad_frontmatter", f"{path}:1", str(exc).splitlines()[0])]
+    except RecursionError:  # `[` × 100,000: PyYAML's composer recurses per level
+        return [], [("bad_frontmatter", f"{path}:1", "frontmatter nested too deeply")]
     if training_only and not _truthy(meta.get("training_eligible")):
         return [], [("not_training_eligible", f"{path}:1", "docs page without training_eligible: true")]
     if str(meta.get("status", "")).lower() == "deprecated":

@@ -9,24 +9,24 @@ pack), prose, or unchecked (code whose language nobody said). Fields: `total_sam
 `code_samples` (rows whose code was checked), `prose_samples`, `unchecked_samples` and
 `unchecked_reasons`, `format_validity`, `parse_rate` (parsed ÷ code samples), `construct_coverage`
 (distinct taxonomy kinds seen in the parsed code), `construct_total`, `construct_coverage_pct`,
-`safety_rejection_rate` (responses with obvious secrets or destructive shell), `by_category`,
+`safety_rejection_rate` (rows with obvious secrets or destructive shell, prompt or response), `by_category`,
 `failures` (the first ones, with the parser's message). A rate over nothing is null ("n/a"), never
 0: with no code checked, `parse_rate` and `construct_coverage_pct` are null, and a gate on them
-fails saying nothing was checked — a gate that saw nothing must not pass. Thresholds come from the
-arguments or from MENS_EVAL_MIN_PARSE_RATE, MENS_EVAL_MIN_COVERAGE (a fraction, or a percentage
-above 1) and MENS_EVAL_STRICT=1 (any parse failure, malformed row, unsafe response or unchecked
-row fails); the results are written first, then a failed gate raises GateFailure (exit 1).
+fails saying nothing was checked — a gate that saw nothing must not pass. Thresholds are the
+arguments only (`min_coverage` a fraction, or a percentage above 1; `strict`: any parse failure,
+malformed row, unsafe row or unchecked row fails) — the MENS_EVAL_* environment variables are read
+by the CLI, never here; the results are written first, then a failed gate raises GateFailure
+(exit 1). Safety scans every text of a row: prompt, response, system, each message.
 Malformed rows are measured (format_validity), never a crash.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from mens.corpus.safety import SAFETY_PATTERNS, row_flags, safety_flags  # noqa: F401 (re-exported)
 from mens.corpus.validate import UnknownLang, default_pack, read_code
 from mens.errors import GateFailure, MensError
 from mens.progress import progress
@@ -34,38 +34,6 @@ from mens.records import Pair, iter_jsonl, write_json_atomic
 
 SCHEMA = "mens.eval_results.v1"
 MAX_FAILURES = 50
-
-# Obvious credentials and destructive commands; a training set should teach neither.
-SAFETY_PATTERNS = {
-    "private_key": re.compile(r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP )?PRIVATE KEY"),
-    "aws_access_key": re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    "github_token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
-    "slack_token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    "api_key": re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}"),
-    "hardcoded_secret": re.compile(
-        r"(?i)\b(?:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)\b\s*[:=]\s*"
-        r"[\"'](?!(?:x+|\*+|changeme|your[_-]?\w*|<[^>]*>|\$\{?\w+\}?)[\"'])[^\"'\s]{12,}[\"']"),
-    "rm_rf_root": re.compile(r"\brm\s+(?:-[a-zA-Z]*[rR][a-zA-Z]*f?[a-zA-Z]*\s+|-[a-zA-Z]*f[a-zA-Z]*\s+-[rR]\s+)"
-                             r"(?:--no-preserve-root\s+)?(?:/|~|\$HOME|/\*)(?=\s|$|[\"';)])"),
-    "disk_wipe": re.compile(r"\b(?:mkfs(?:\.\w+)?\s+/dev/|dd\s+[^\n]*of=/dev/(?:sd|nvme|hd)|>\s*/dev/sd[a-z])"),
-    "fork_bomb": re.compile(r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"),
-    "chmod_root": re.compile(r"\bchmod\s+-R\s+0?777\s+/(?=\s|$)"),
-}
-
-
-def safety_flags(text: str) -> list[str]:
-    return [name for name, pattern in SAFETY_PATTERNS.items() if pattern.search(text)]
-
-
-def _env_float(name: str) -> float | None:
-    value = os.environ.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise MensError(f"{name} must be a number, got {value!r}", name, "set it to e.g. 0.95") from None
-
 
 def _rate(num: int, den: int) -> float | None:
     """num ÷ den, or None when there was nothing to measure (0 of 0 is not a rate of 0)."""
@@ -75,11 +43,14 @@ def _rate(num: int, den: int) -> float | None:
 def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None = None,
              min_coverage: float | None = None, strict: bool = False, lang: str | None = None) -> dict[str, Any]:
     default = default_pack(lang)  # an unknown --lang is a user error (exit 2) before anything is read
-    min_parse_rate = min_parse_rate if min_parse_rate is not None else _env_float("MENS_EVAL_MIN_PARSE_RATE")
-    min_coverage = min_coverage if min_coverage is not None else _env_float("MENS_EVAL_MIN_COVERAGE")
+    if min_parse_rate is not None and not 0 <= min_parse_rate <= 1:
+        raise MensError(f"--min-parse-rate must be between 0 and 1, got {min_parse_rate}", "--min-parse-rate",
+                        "e.g. --min-parse-rate 0.95")
+    if min_coverage is not None and not 0 <= min_coverage <= 100:
+        raise MensError(f"--min-coverage must be a fraction 0-1 or a percentage up to 100, got {min_coverage}",
+                        "--min-coverage", "e.g. --min-coverage 0.8")
     if min_coverage is not None and min_coverage > 1:
         min_coverage /= 100.0  # given as a percentage
-    strict = strict or os.environ.get("MENS_EVAL_STRICT") == "1"
     malformed: list[str] = []
     rows = list(iter_jsonl(path, malformed))
     total = len(rows) + len(malformed)
@@ -108,7 +79,7 @@ def evaluate(path: str | Path, out: str | Path, *, min_parse_rate: float | None 
             valid += 1
             cat = by_cat[pair.category or "uncategorized"]
             cat["samples"] += 1
-            flags = safety_flags(pair.response)
+            flags = row_flags(pair)
             if flags:
                 unsafe += 1
                 if len(failures) < MAX_FAILURES:
@@ -197,7 +168,7 @@ def _gate(res: dict[str, Any], min_parse_rate: float | None, min_coverage: float
         if res["valid_samples"] < res["total_samples"]:
             problems.append(f"{res['total_samples'] - res['valid_samples']} malformed rows")
         if res["safety_rejections"]:
-            problems.append(f"{res['safety_rejections']} unsafe responses")
+            problems.append(f"{res['safety_rejections']} unsafe rows (secrets or destructive commands)")
         if res["unchecked_samples"]:
             problems.append(f"{res['unchecked_samples']} rows unchecked: no pack could check their code "
                             "(see unchecked_reasons)")

@@ -1,19 +1,22 @@
 """`corpus extract`: source files and Markdown docs → verified units (units.jsonl).
 
     extract(paths, out, *, incremental=False, docs_training_only=True, langs=(),
-            max_bytes=1_000_000, workers=None) -> Report
+            max_bytes=1_000_000, workers=None, follow_external_links=False) -> Report
 
 Every source file of a registered pack gives one `file` unit and, when it holds two or more
 top-level constructs, one `construct` unit per construct (sliced by the pack's spans). A file is
 skipped (and counted, with the reason) when it is not UTF-8, binary, larger than `max_bytes`,
 does not parse, or its metadata says `skip`, `training_eligible: false` or `status: deprecated`.
-Docs pages go through `mens.corpus.docs`. Files are processed by a pool of `workers` processes
+A symlink that resolves outside the given paths is skipped (`external_link`) unless
+`follow_external_links=True`; a dangling one is counted `broken_link`. Docs pages go through
+`mens.corpus.docs`. Files are processed by a pool of `workers` processes
 (default 2). `incremental=True` reuses the previous output's units of files whose content hash is
 unchanged (when the packs' fingerprints are unchanged too).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -46,10 +49,16 @@ def load_packs(langs: Iterable[str] = ()) -> list[LanguagePack]:
     return packs
 
 
-def walk(paths: Iterable[str | Path], packs: list[LanguagePack]) -> tuple[list[Path], int]:
-    """Source and docs files under `paths`, sorted; plus the count of other files passed over."""
+def walk(paths: Iterable[str | Path], packs: list[LanguagePack], follow_external_links: bool = False
+         ) -> tuple[list[Path], int, list[tuple[str, str, str]]]:
+    """Source and docs files under `paths`, sorted; the count of other files passed over; and
+    the files skipped, as drops: a link that resolves outside every given path (`external_link`,
+    unless `follow_external_links`: a link to /etc/passwd must not become a training row) and a
+    link to nothing (`broken_link`)."""
     exts = {e for p in packs for e in p.extensions} | set(DOC_EXTENSIONS)
+    roots = [Path(item).resolve() for item in paths]
     found: list[Path] = []
+    drops: list[tuple[str, str, str]] = []
     other = 0
     for item in paths:
         root = Path(item)
@@ -57,14 +66,23 @@ def walk(paths: Iterable[str | Path], packs: list[LanguagePack]) -> tuple[list[P
             raise MensError("path not found", str(root), "give existing files or folders")
         candidates = [root] if root.is_file() else sorted(
             p for p in root.rglob("*")
-            if p.is_file() and not any(part.startswith(".") or part in SKIP_DIRS
-                                       for part in p.relative_to(root).parts[:-1]))
+            if (p.is_file() or p.is_symlink()) and not any(part.startswith(".") or part in SKIP_DIRS
+                                                           for part in p.relative_to(root).parts[:-1]))
         for path in candidates:
-            if path.suffix.lower() in exts:
-                found.append(path)
-            else:
+            if path.suffix.lower() not in exts:
                 other += 1
-    return sorted(set(found)), other
+                continue
+            if not path.exists():
+                drops.append(("broken_link", str(path), f"links to {os.readlink(path)}, which does not exist"))
+                continue
+            real = path.resolve()
+            if not follow_external_links and not any(real == r or r in real.parents for r in roots):
+                drops.append(("external_link", str(path), f"links to {real}, outside the given paths "
+                              "(--follow-external-links reads it)"))
+                continue
+            if real.is_file():
+                found.append(path)
+    return sorted(set(found)), other, sorted(set(drops))
 
 
 @dataclass
@@ -188,16 +206,21 @@ def _previous_units(out: Path, fingerprint: dict) -> dict[str, list[Unit]]:
 
 def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool = False,
             docs_training_only: bool = True, langs: Iterable[str] = (), max_bytes: int = 1_000_000,
-            workers: int | None = None) -> Report:
+            workers: int | None = None, follow_external_links: bool = False) -> Report:
     paths, langs, out = [Path(p) for p in paths], tuple(langs), Path(out)
     if not paths:
         raise MensError("no input paths", "extract", "give source files or folders")
+    workers = default_workers(workers)
     packs = load_packs(langs)
-    files, other = walk(paths, packs)
+    files, other, skipped = walk(paths, packs, follow_external_links)
     params = {"docs_training_only": docs_training_only, "langs": list(langs), "max_bytes": max_bytes}
+    if follow_external_links:  # only when set, so the fingerprints of earlier runs stay valid
+        params["follow_external_links"] = True
     report = Report("extract", str(out))
     report.counts["files_seen"] = len(files)
     report.counts["other_files"] = other
+    for reason, where, message in skipped:
+        report.drop(reason, where, message)
     fingerprint = fingerprint_block({}, params, packs)
     previous = _previous_units(out, fingerprint) if incremental else {}
     results: dict[str, FileResult] = {}
@@ -210,7 +233,6 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
         else:
             todo.append(str(path))
     names = tuple(p.name for p in packs)
-    workers = default_workers(workers)
     with progress("extract", total=len(todo)) as bar:
         if workers <= 1 or len(todo) < SERIAL_BELOW:
             _init_worker(names, docs_training_only, max_bytes)

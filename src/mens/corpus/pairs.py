@@ -192,6 +192,7 @@ def _groups(units: list[Unit]) -> list[list[Unit]]:
 
 def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenient: bool = False,
                error_correction: bool = True, workers: int | None = None) -> Report:
+    workers = default_workers(workers)  # a bad --workers fails before the input is read
     skipped: list[str] | None = [] if lenient else None
     units = list(read_units(units_path, skipped))
     if not units:
@@ -202,7 +203,6 @@ def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenien
         report.drop("malformed_unit", line.split(": ", 1)[0], line.split(": ", 1)[-1])
     groups = _groups(units)
     tasks = [(g, seed, error_correction) for g in groups]
-    workers = default_workers(workers)
     lines: list[str] = []
     with progress("pairs", total=len(tasks)) as bar:
         if workers <= 1 or len(units) < SERIAL_BELOW:

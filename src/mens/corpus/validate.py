@@ -2,7 +2,7 @@
 schema-check → validated.jsonl.
 
     validate(pairs_path, out, *, quarantine=None, strict=False, lenient=False,
-             workers=None, lang=None) -> Report
+             workers=None, lang=None, keep_unsafe=False) -> Report
     read_code(pair, default=None) -> Verdict   # "code" (with its CodeSample), "prose" or "unchecked"
     code_of(pair, default=None) -> CodeSample | None
     default_pack(name) -> LanguagePack | None  # a --lang value, checked (MensError, exit 2)
@@ -22,8 +22,11 @@ A row's own word beats a file-wide default, so a --lang never re-labels a row th
 language. (The reports beside a pairs file name packs too, but only those of rows that carry
 `lang` already, so they cannot decide a row that does not.)
 
-Code with a language is parsed by that pack; failures go to `quarantine` with the parser's
-message. Code with no decidable language is kept and counted `unchecked` (never `code_checked`),
+Safety first: a row whose prompt, response, system prompt or any message holds a secret or a
+destructive command (`corpus.safety`) is rejected as `unsafe` — left out of the output, written to
+`quarantine` with the patterns and fields found — unless `keep_unsafe=True` (then it is kept and
+counted `unsafe_kept`). Code with a language is parsed by that pack; failures go to `quarantine`
+with the parser's message. Code with no decidable language is kept and counted `unchecked` (never `code_checked`),
 with why, in the report. Duplicates (same structural hash of the code, or same text for rows not
 parsed, and same prompt) keep their first occurrence. `strict=True` raises GateFailure (exit 1)
 on any rejection, after writing the outputs; unchecked rows are not rejections (gate on them
@@ -41,6 +44,7 @@ from typing import Any
 from mens.pipeline.fingerprint import fingerprint_block, text_hash
 from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import MAX_EXAMPLES, Report
+from mens.corpus.safety import row_flags
 from mens.errors import GateFailure, MensError
 from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, pack_for_fence
 from mens.lang.base import has_fence
@@ -117,9 +121,11 @@ def _prompt_key(pair: Pair) -> str:
     return " ".join(pair.prompt.split())
 
 
-def check_row(obj: Any, where: str, lang: str | None = None) -> dict[str, Any]:
-    """Schema, language and parse check of one row: {ok: False, reason, message} or
-    {ok: True, verdict, why, key, line, lang}. `lang` is the file's default (--lang)."""
+def check_row(obj: Any, where: str, lang: str | None = None, keep_unsafe: bool = False) -> dict[str, Any]:
+    """Schema, safety, language and parse check of one row: {ok: False, reason, message} or
+    {ok: True, verdict, why, key, line, lang, unsafe}. `lang` is the file's default (--lang); a
+    row holding a secret or a destructive command anywhere is rejected as `unsafe` unless
+    `keep_unsafe`."""
     try:
         pair = Pair.from_dict(obj, where)
     except MensError as exc:
@@ -127,6 +133,9 @@ def check_row(obj: Any, where: str, lang: str | None = None) -> dict[str, Any]:
     if pair.response_mode is not None and pair.response_mode not in RESPONSE_MODES:
         return {"ok": False, "reason": "schema",
                 "message": f"response_mode must be one of {', '.join(RESPONSE_MODES)}"}
+    unsafe = row_flags(pair)
+    if unsafe and not keep_unsafe:
+        return {"ok": False, "reason": "unsafe", "message": "; ".join(unsafe)}
     try:
         verdict = read_code(pair, get_pack(lang) if lang else None)
     except UnknownLang as exc:
@@ -144,12 +153,12 @@ def check_row(obj: Any, where: str, lang: str | None = None) -> dict[str, Any]:
     return {"ok": True, "verdict": verdict.kind, "why": verdict.why,
             "key": text_hash(shape + "\x00" + _prompt_key(pair)),
             "line": json.dumps(pair.to_dict(), ensure_ascii=False),
-            "lang": sample.pack.name if sample else pair.lang}
+            "lang": sample.pack.name if sample else pair.lang, "unsafe": unsafe}
 
 
-def _check_chunk(args: tuple[list[tuple[int, Any, str]], str | None]) -> list[tuple[int, dict]]:
-    chunk, lang = args
-    return [(i, check_row(obj, where, lang)) for i, obj, where in chunk]
+def _check_chunk(args: tuple[list[tuple[int, Any, str]], str | None, bool]) -> list[tuple[int, dict]]:
+    chunk, lang, keep_unsafe = args
+    return [(i, check_row(obj, where, lang, keep_unsafe)) for i, obj, where in chunk]
 
 
 # Report counter per verdict: only "code_checked" rows were parsed by a pack.
@@ -158,9 +167,10 @@ _COUNT = {"code": "code_checked", "prose": "prose", "unchecked": "unchecked"}
 
 def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path | None = None,
              strict: bool = False, lenient: bool = False, workers: int | None = None,
-             lang: str | None = None) -> Report:
+             lang: str | None = None, keep_unsafe: bool = False) -> Report:
     default = default_pack(lang)  # an unknown --lang fails here, before any output is written
     lang = default.name if default else None
+    workers = default_workers(workers)  # a bad --workers fails before the input is read
     report = Report("validate", str(out))
     skipped: list[str] | None = [] if lenient else None
     rows = [(i, obj, f"{pairs_path}:{lineno}") for i, (lineno, obj) in enumerate(iter_jsonl(pairs_path, skipped))]
@@ -169,16 +179,15 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     report.counts["input_rows"] = len(rows) + len(skipped or [])
     if not rows:
         raise MensError("no pairs to validate", str(pairs_path), "give a non-empty pairs file")
-    workers = default_workers(workers)
     results: list[dict] = [{}] * len(rows)
     with progress("validate", total=len(rows)) as bar:
         if workers <= 1 or len(rows) < SERIAL_BELOW:
             for i, obj, where in rows:
-                results[i] = check_row(obj, where, lang)
+                results[i] = check_row(obj, where, lang, keep_unsafe)
                 bar.advance()
         else:
             size = max(200, len(rows) // (workers * 16))
-            chunks = [(rows[k:k + size], lang) for k in range(0, len(rows), size)]
+            chunks = [(rows[k:k + size], lang, keep_unsafe) for k in range(0, len(rows), size)]
             with process_pool(workers) as pool:
                 for part in pool.map(_check_chunk, chunks):
                     for i, res in part:
@@ -201,6 +210,8 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
             continue
         seen.add(res["key"])
         report.counts[_COUNT[res["verdict"]]] += 1
+        if res["unsafe"]:
+            report.counts["unsafe_kept"] += 1
         if res["verdict"] == "unchecked":
             unchecked_why[res["why"]] += 1
             if len(unchecked_examples) < MAX_EXAMPLES:
@@ -214,7 +225,10 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     report.extra["unchecked"] = {"rows": report.counts["unchecked"], "why": dict(sorted(unchecked_why.items())),
                                  "examples": unchecked_examples}
     packs = [p for p in (_loadable(n) for n in sorted(langs)) if p is not None]
-    report.fingerprint = fingerprint_block([pairs_path], {"strict": strict, "lenient": lenient, "lang": lang}, packs)
+    params = {"strict": strict, "lenient": lenient, "lang": lang}
+    if keep_unsafe:  # only when set, so the fingerprints of earlier runs stay valid
+        params["keep_unsafe"] = True
+    report.fingerprint = fingerprint_block([pairs_path], params, packs)
     with atomic_path(out) as tmp:
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         if quarantine:

@@ -12,6 +12,10 @@ A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric na
   `train.loss_ratio` (late ÷ early; below 1 means the loss went down). Means over a quarter of
   the run, because one step's loss swings with its batch by more than a short run improves.
 
+A threshold must be finite and within the metric's range (rates and pass@k 0-1, `_pct` 0-100,
+counts 0 and up: `metric_range`), else the policy is a user error (exit 2). The safety gate is
+`eval.safety_rejections <= 0`: rows holding secrets or destructive commands (`corpus.safety`).
+
 A gate whose metric is missing or not a number fails with a message that says which file or key
 was absent: a gate that cannot be checked must never pass silently. A NaN or infinite loss fails
 every comparison, so `train.final_loss <= 1e6` is also the "loss is finite" gate.
@@ -66,9 +70,15 @@ def load_policy(path: str | Path) -> list[Gate]:
     if not path.is_file():
         raise MensError("gate policy not found", str(path), "give a YAML file like examples/gates.yaml")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise MensError(f"gate policy is not UTF-8 text (byte {exc.start})", str(path),
+                        "give a YAML file like examples/gates.yaml") from None
     except yaml.YAMLError as exc:
-        raise MensError(f"gate policy is not valid YAML: {exc}", str(path), "fix the YAML") from None
+        first = " ".join(str(exc).split())  # one line
+        raise MensError(f"gate policy is not valid YAML: {first}", str(path), "fix the YAML") from None
+    except RecursionError:
+        raise MensError("gate policy nested too deeply", str(path), "write gates: [{name, metric, op, threshold}]") from None
     raw = doc.get("gates") if isinstance(doc, dict) else None
     if not isinstance(raw, list) or not raw:
         raise MensError("gate policy needs a non-empty 'gates' list", str(path),
@@ -86,14 +96,39 @@ def load_policy(path: str | Path) -> list[Gate]:
         if op not in OPS:
             raise MensError(f"unknown op {op!r}", where, f"use one of {' '.join(OPS)}")
         threshold = g.get("threshold")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise MensError("threshold must be a number", where, "e.g. threshold: 0.9")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+            raise MensError("threshold must be a finite number", where, "e.g. threshold: 0.9")
+        _check_range(metric, float(threshold), where)
         blocking = g.get("blocking", True)
         if not isinstance(blocking, bool):
             raise MensError("blocking must be true or false", where, "fix the gate")
         gates.append(Gate(name=str(g.get("name") or metric), metric=metric, op=op,
                           threshold=float(threshold), blocking=blocking))
     return gates
+
+
+def metric_range(metric: str) -> tuple[float, float] | None:
+    """The values a metric can take, by the shape of its name: rates and pass@k 0-1,
+    percentages 0-100, counts 0 and up; None where any number may come (losses, ratios)."""
+    leaf = metric.rsplit(".", 1)[-1]
+    if leaf.endswith("_rate") or leaf.startswith("pass_at_") or leaf == "format_validity":
+        return 0.0, 1.0
+    if leaf.endswith("_pct"):
+        return 0.0, 100.0
+    if leaf.endswith(("_samples", "_rejections", "_tasks")) or leaf in ("construct_coverage", "construct_total"):
+        return 0.0, math.inf
+    return None
+
+
+def _check_range(metric: str, threshold: float, where: str) -> None:
+    """A threshold the metric can never reach (parse_rate >= 1.5) or that every value passes
+    unnoticed (a rate >= -1) is a typo, not a policy."""
+    bounds = metric_range(metric)
+    if bounds and not bounds[0] <= threshold <= bounds[1]:
+        low, high = bounds
+        span = f"{low:g} or more" if math.isinf(high) else f"{low:g}-{high:g}"
+        raise MensError(f"threshold {threshold:g} is out of range for {metric} ({span})", where,
+                        "a rate is a fraction (0.9), a _pct a percentage (90), a count 0 or more")
 
 
 def _telemetry_losses(run: Path) -> list[float]:

@@ -1,0 +1,129 @@
+"""Killing a corpus stage (kill -9 or SIGTERM) while its pool is busy leaves no process behind
+and no output, full or partial; SIGTERM leaves the way Ctrl+C does (exit 130, one line).
+
+Real processes: `python -m mens corpus …` in its own process group, killed once its pool workers
+exist, then /proc is searched for anything left in that group."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from paths import EXAMPLES
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
+
+VOX = sorted((EXAMPLES / "vox").rglob("*.vox"))
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, pgrp) of a live process, or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def _procs(match) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat and stat[0] != "Z" and match(*stat):  # a zombie is dead: it only waits to be reaped
+                found.append(int(entry))
+    return found
+
+
+def _big_pairs(path: Path, rows: int) -> Path:
+    codes = [f.read_text() for f in VOX]
+    with path.open("w") as fh:
+        for i in range(rows):
+            fh.write(json.dumps({"prompt": f"Write program {i}", "lang": "vox",
+                                 "response": "```vox\n" + codes[i % len(codes)] + "```"}) + "\n")
+    return path
+
+
+def _big_tree(root: Path, files: int) -> Path:
+    for i in range(files):
+        (root / f"d{i % 20}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i % 20}" / f"f{i}.vox").write_text(VOX[i % len(VOX)].read_text())
+    return root
+
+
+def _kill_when_busy(tmp: Path, argv: list[str], sig: int, workers: int = 2) -> subprocess.CompletedProcess:
+    """Start `mens ARGV`, wait until its pool's workers exist, send `sig` to it (not its
+    group), and wait for it. Asserts nothing of its group outlives it (and kills what did)."""
+    env = dict(os.environ, MENS_QUIET="1")
+    with open(tmp / "stdout", "w+") as out, open(tmp / "stderr", "w+") as err:  # files: no pipe an orphan holds
+        proc = subprocess.Popen([sys.executable, "-m", "mens", *argv], stdout=out, stderr=err, text=True, env=env,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while len(_procs(lambda state, ppid, pgrp: ppid == proc.pid)) < workers:
+                assert proc.poll() is None, f"finished before its pool started: {(tmp / 'stderr').read_text()}"
+                assert time.monotonic() < deadline, "the pool never started"
+                time.sleep(0.02)
+            time.sleep(0.3)  # the workers are inside their tasks now
+            assert proc.poll() is None, "finished before it could be killed: give it more work"
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=60)
+            deadline = time.monotonic() + 10
+            while (left := _procs(lambda state, ppid, pgrp: pgrp == proc.pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            for pid in _procs(lambda state, ppid, pgrp: pgrp == proc.pid):  # this test's own orphans
+                os.kill(pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert not left, f"processes outlived the killed parent: {left}"
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
+
+
+def _nothing_written(folder: Path, *names: str) -> None:
+    left = sorted(p.name for p in folder.iterdir() if any(p.name.startswith(n) or p.name.startswith("." + n)
+                                                          for n in names))
+    assert left == [], f"left behind: {left}"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_validate_killed_leaves_no_worker_and_no_output(tmp_path, sig):
+    pairs = _big_pairs(tmp_path / "pairs.jsonl", 24_000)
+    res = _kill_when_busy(tmp_path, ["corpus", "validate", str(pairs), "-o", str(tmp_path / "v.jsonl"),
+                           "--quarantine", str(tmp_path / "q.jsonl"), "--workers", "2"], sig)
+    _nothing_written(tmp_path, "v.", "q.")
+    if sig == signal.SIGKILL:
+        assert res.returncode == -signal.SIGKILL
+    else:  # the Ctrl+C exit: code 130, one line, no traceback
+        assert res.returncode == 130, res.stderr
+        assert res.stderr.strip() == "mens: interrupted"
+
+
+def test_extract_killed_leaves_no_worker_and_no_output(tmp_path):
+    tree = _big_tree(tmp_path / "src", 3000)
+    res = _kill_when_busy(tmp_path, ["corpus", "extract", str(tree), "-o", str(tmp_path / "u.jsonl"), "--workers", "2"],
+                          signal.SIGKILL)
+    assert res.returncode == -signal.SIGKILL
+    _nothing_written(tmp_path, "u.")
+
+
+def test_pairs_terminated_exits_like_ctrl_c(tmp_path):
+    units = tmp_path / "units.jsonl"
+    with units.open("w") as fh:
+        for i in range(6000):
+            code = VOX[i % len(VOX)].read_text()
+            fh.write(json.dumps({"kind": "file", "lang": "vox", "source": f"f{i}.vox:1", "path": f"f{i}.vox",
+                                 "span": [1, 1, 1, 1], "construct": "file", "name": f"f{i}", "code": code}) + "\n")
+    res = _kill_when_busy(tmp_path, ["corpus", "pairs", str(units), "-o", str(tmp_path / "p.jsonl"), "--workers", "2"],
+                          signal.SIGTERM)
+    assert res.returncode == 130 and res.stderr.strip() == "mens: interrupted", res.stderr
+    _nothing_written(tmp_path, "p.")
