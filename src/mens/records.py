@@ -237,9 +237,13 @@ def check_output(path: str | Path, flag: str = "-o") -> Path:
         parent = parent.parent
     if not parent.is_dir():
         raise MensError(f"{parent} is a file, not a folder", where, "give a path under a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise MensError(f"cannot write in {parent} (no permission or a read-only disk)", where,
-                        "choose a folder you can write to")
+    try:  # a real probe: as root, os.access says yes to read-only and special file systems
+        fd, probe = tempfile.mkstemp(prefix=".mens-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise MensError(f"cannot write in {parent}: {exc.strerror or exc}", where,
+                        "choose a folder you can write to") from None
     return path
 
 

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mens.errors import MensError
+from mens.errors import MensError, user_error
 from mens.lang.base import Analysis
 
 STDIN = "-"
@@ -73,9 +73,22 @@ def collect_sources(paths: list[str]) -> list[str]:
 
 
 def read_source(path: str) -> str:
-    if path == STDIN:
-        return sys.stdin.read()
-    return Path(path).read_text(encoding="utf-8", errors="replace")
+    """The file's text. Bytes that are not UTF-8 text are not Vox source: a one-line error naming
+    the file and line (exit 2), never a file "parsed" after its bytes were replaced."""
+    where = "<stdin>" if path == STDIN else path
+    try:
+        data = sys.stdin.buffer.read() if path == STDIN else Path(path).read_bytes()
+    except OSError as exc:
+        raise user_error(exc, where) from None
+    if b"\x00" in data:
+        line = data[:data.index(b"\x00")].count(b"\n") + 1
+        raise MensError("binary data, not Vox source (a NUL byte)", f"{where}:{line}", "give .vox text files")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise MensError(f"not UTF-8 text (byte {exc.start})", f"{where}:{line}",
+                        "re-encode the file as UTF-8") from None
 
 
 def check_paths(paths: list[str], script: bool = False) -> CheckReport:
