@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -130,6 +131,9 @@ def _check_messages(messages: Any, where: str) -> None:
 
 # ---------------------------------------------------------------- JSONL reading
 
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object) for each non-blank line. A bad line raises a MensError
     naming file:line, or, when a `skipped` list is given, is recorded there and passed over."""
@@ -149,6 +153,11 @@ def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[t
                 if not line.strip():
                     continue
                 obj = json.loads(line)
+                if _SURROGATE.search(line):  # a `\ud800` escape alone is JSON, but no text: it cannot be written
+                    json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError as err:
+                exc = MensError(f"a lone surrogate escape ({err.object[err.start]!r}) is not text",
+                                f"{path}:{lineno}", "fix the line or pass --lenient to skip it")
             except UnicodeDecodeError as err:
                 exc = MensError(f"line is not UTF-8 text (byte {err.start})", f"{path}:{lineno}",
                                 "re-encode the file as UTF-8")

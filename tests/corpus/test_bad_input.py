@@ -33,6 +33,9 @@ def inputs(t: Path) -> None:
     (t / "latin1.vox").write_bytes("fn f() to int {\n    return 1 // café\n}\n".encode("latin-1"))
     (t / "binary.vox").write_bytes(b"fn f() to int {\n\x00\x01}\n")
     (t / "tokenizer.json").write_bytes(b"\x00\x01\x02")
+    (t / "surrogate.jsonl").write_text(line + json.dumps({**GOOD, "prompt": "lone \ud800"}) + "\n")
+    (t / "mix_deep.yaml").write_text("sources: " + DEEP + "\n")
+    (t / "mix_binary.yaml").write_bytes(b"sources: \xff\xfe\x00\n")
     (t / "src").mkdir()
     (t / "src" / "a.py").write_text(UNIT["code"])
     (t / "adir").mkdir()
@@ -51,7 +54,13 @@ CASES = {
                    "JSON nested too deeply ({t}/deep_units.jsonl:2)"),
     "stats-deep": (["corpus", "stats", "{t}/deep.jsonl", "-o", "{t}/s.json"], 2,
                    "JSON nested too deeply ({t}/deep.jsonl:2)"),
+    "mix-deep-config": (["corpus", "mix", "--config", "{t}/mix_deep.yaml", "-o", "{t}/train.jsonl"], 2,
+                        "nested too deeply to read ({t}/mix_deep.yaml)"),
     # non-UTF-8 and binary inputs
+    "validate-lone-surrogate": (["corpus", "validate", "{t}/surrogate.jsonl", "-o", "{t}/v.jsonl"], 2,
+                                "a lone surrogate escape ('\\ud800') is not text ({t}/surrogate.jsonl:2)"),
+    "mix-binary-config": (["corpus", "mix", "--config", "{t}/mix_binary.yaml", "-o", "{t}/train.jsonl"], 2,
+                          "({t}/mix_binary.yaml)"),
     "validate-latin1": (["corpus", "validate", "{t}/latin1.jsonl", "-o", "{t}/v.jsonl"], 2,
                         "line is not UTF-8 text (byte 15) ({t}/latin1.jsonl:2) — re-encode the file as UTF-8"),
     "pairs-binary": (["corpus", "pairs", "{t}/binary.jsonl", "-o", "{t}/p.jsonl"], 2,

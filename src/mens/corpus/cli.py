@@ -34,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, help="processes (default 2)")
     p.add_argument("--follow-external-links", action="store_true",
                    help="read symlinked files that point outside the given paths (skipped and counted by default)")
-    p.set_defaults(func=_edge(_extract))
+    p.set_defaults(func=_edge(_extract, "paths"))
 
     p = corpus.add_parser("pairs", help="units.jsonl → instruction pairs",
                           description="Whole-file, per-construct, docs code, docs prose, follow-up and "
@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--no-error-correction", action="store_true", help="skip error-correction pairs")
     p.add_argument("--lenient", action="store_true", help="skip malformed unit lines (counted) instead of failing")
     p.add_argument("--workers", type=int, help="processes (default 2)")
-    p.set_defaults(func=_edge(_pairs))
+    p.set_defaults(func=_edge(_pairs, "units"))
 
     p = corpus.add_parser("validate", help="parse every code response, dedupe, schema-check",
                           description="Parse each code-bearing response with its language pack; rejected "
@@ -63,7 +63,7 @@ def register(sub) -> None:
     p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
     p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
     p.add_argument("--workers", type=int, help="processes (default 2)")
-    p.set_defaults(func=_edge(_validate))
+    p.set_defaults(func=_edge(_validate, "pairs"))
 
     p = corpus.add_parser("mix", help="weighted, seeded mix of pair files → train.jsonl",
                           description="Mix sources as mix.yaml says (weights, sample rates, lane filters, "
@@ -73,7 +73,7 @@ def register(sub) -> None:
     p.add_argument("--allow-missing-sources", action="store_true",
                    help="skip missing sources (reported) instead of failing")
     p.add_argument("--lenient", action="store_true", help="skip malformed rows (counted) instead of failing")
-    p.set_defaults(func=_edge(_mix))
+    p.set_defaults(func=_edge(_mix, "config"))
 
     p = corpus.add_parser("eval", help="measure a pairs file → eval_results.json; optionally a gate",
                           description="Format validity, parse rate, construct coverage, safety rejections, "
@@ -93,7 +93,7 @@ def register(sub) -> None:
                    help="fail on any parse failure, malformed row, unsafe row or unchecked row "
                    "(also with MENS_EVAL_STRICT=1)")
     p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
-    p.set_defaults(func=_edge(_eval))
+    p.set_defaults(func=_edge(_eval, "file"))
 
     p = corpus.add_parser("stats", help="rows by category/lane/lang/rating and a length histogram",
                           description="Print what a pairs file holds; lengths in tokens with --tokenizer, "
@@ -102,7 +102,7 @@ def register(sub) -> None:
     p.add_argument("--tokenizer", type=Path, help="model folder or tokenizer.json for token lengths")
     p.add_argument("-o", "--output", type=Path, help="JSON report path")
     p.add_argument("--lenient", action="store_true", help="skip malformed lines instead of failing")
-    p.set_defaults(func=_edge(_stats))
+    p.set_defaults(func=_edge(_stats, "file"))
 
     p = sub.add_parser("generate-data", help="synthetic, parser-verified Vox programs with prompts",
                        description="Compose Vox programs from a grammar of templates, each verified to parse, "
@@ -113,10 +113,11 @@ def register(sub) -> None:
     p.set_defaults(func=_edge(_generate))
 
 
-def _edge(command):
+def _edge(command, source: str | None = None):
     """A corpus command at the CLI edge: SIGTERM leaves the way Ctrl+C does (workers killed, temp
     files removed, exit 130), and OS, decode and recursion errors that reach it become the one
-    line `mens: error: … (path) — what to do` (exit 2) instead of a traceback."""
+    line `mens: error: … (path) — what to do` (exit 2) instead of a traceback; one that names no
+    file is placed on the command's input (`args.<source>`)."""
 
     def run(args) -> int:
         from mens.corpus.parallel import sigterm_as_interrupt
@@ -126,7 +127,9 @@ def _edge(command):
             try:
                 return command(args)
             except (OSError, UnicodeDecodeError, RecursionError) as exc:
-                raise user_error(exc) from exc
+                where = getattr(args, source) if source else None
+                where = ", ".join(map(str, where)) if isinstance(where, list) else where
+                raise user_error(exc, None if getattr(exc, "filename", None) else where and str(where)) from exc
 
     return run
 
