@@ -127,3 +127,28 @@ def test_pairs_terminated_exits_like_ctrl_c(tmp_path):
                           signal.SIGTERM)
     assert res.returncode == 130 and res.stderr.strip() == "mens: interrupted", res.stderr
     _nothing_written(tmp_path, "p.")
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["pdeathsig", "watchdog-only"])
+def test_a_worker_exits_when_its_parent_dies(tmp_path, kernel):
+    """`_die_with_parent` on its own: a process whose parent (a shell) exits is gone within a
+    second, by the kernel's parent-death signal or, without it, by the pid watchdog."""
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import os, sys, time\n"
+        "from mens.corpus import parallel\n"
+        f"if not {kernel}:\n"
+        "    sys.platform = 'elsewhere'  # no prctl: the watchdog alone\n"
+        "parallel._die_with_parent(os.getppid())\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(60)\n")
+    with open(tmp_path / "pid", "w") as out:
+        subprocess.run(["sh", "-c", f"'{sys.executable}' '{child}' & sleep 1.5"], stdout=out, timeout=30)
+    pid = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 5
+    while (stat := _proc_stat(pid)) and stat[0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = stat is not None and stat[0] != "Z"
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the orphan kept running"
