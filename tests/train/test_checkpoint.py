@@ -104,5 +104,5 @@ def test_save_pretrained_lands_beside_the_run_files(tiny_model_dir, tmp_path):
     assert (run / "training_manifest.json").read_text() == "{}"
     assert not any(p.name.startswith(".save.") for p in run.iterdir())  # the temp dir is gone
     loaded = AutoModelForCausalLM.from_pretrained(run, dtype=torch.float32)
-    assert float(loaded.get_input_embeddings().weight[0, 0]) == 7.0
+    assert loaded.get_input_embeddings().weight[0, 0].item() == 7.0
     assert AutoTokenizer.from_pretrained(run).get_vocab() == tok.get_vocab()

@@ -1,7 +1,7 @@
 """What the loop needs to know about a model, whatever backend built it: the transformers model
 inside a PEFT wrapper, the decoder body and the LM head it calls separately (with the logit
-post-processing some architectures apply), and the weights a run trains. Building models is
-`mens.train.backends`'; loading them, `mens.hf`'s."""
+post-processing some architectures apply), and the weights a run trains. Models are built by
+`mens.train.backends` and loaded by `mens.hf`."""
 
 from __future__ import annotations
 
