@@ -131,4 +131,4 @@ def test_bad_flags_and_config(run_cli, tiny_model_dir, data_dir, tmp_path):
                     "lora_dropout")
     (tmp_path / "c.yaml").write_text("lora_rank: 8\n")
     _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "r2", config=tmp_path / "c.yaml"))[::2],
-                    "unknown config key(s): lora_rank")
+                    "unknown config key 'lora_rank'")

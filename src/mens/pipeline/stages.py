@@ -272,7 +272,7 @@ def _run_results(ctx: Context, *names: str) -> list[Path]:
 # The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
 # stages' reports carry fingerprint blocks, so the fingerprint module is part of their code.
 _CORPUS = ("mens.corpus", "mens.records", "mens.pipeline.fingerprint")
-_TRAIN = ("mens.train", "mens.records")
+_TRAIN = ("mens.train", "mens.records", "mens.hf")
 _EVALUATE = ("mens.evaluate",)
 
 STAGES: list[Stage] = [
@@ -303,7 +303,7 @@ STAGES: list[Stage] = [
           help="QLoRA fine-tune of the base"),
     Stage("bench", inputs=lambda c: [*_model_files(_p(c, "run")), c.path(_bench_params(c)["path"]), *_base_inputs(c)],
           outputs=lambda c: _run_results(c, "benchmark_results.json"), run=_bench, params=_bench_params,
-          packs=_all_packs, code=_EVALUATE + ("mens.inference",), help="held-out bench pass@k"),
+          packs=_all_packs, code=_EVALUATE + ("mens.inference", "mens.hf"), help="held-out bench pass@k"),
     Stage("gate", inputs=lambda c: [_p(c, "data", "eval_results.json"), _policy(c),
                                     *_run_results(c, "training_manifest.json", "telemetry.jsonl", "benchmark_results.json")],
           outputs=lambda c: _run_results(c, "gate_receipt.json", "eval_results.json"), run=_gate, code=_EVALUATE,
