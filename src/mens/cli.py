@@ -15,6 +15,7 @@ import traceback
 
 from mens import __version__
 from mens.errors import GateFailure, MensError
+from mens.progress import configure as configure_progress
 
 # Modules that add commands, in the order `mens --help` lists them.
 COMMAND_MODULES = [
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mens {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output (also MENS_QUIET=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -54,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         # `mens` or `mens corpus` alone: show the help of that level.
         (getattr(args, "_parser", None) or parser).print_help()
         return 0 if args.command is None else 2
-    if args.quiet:
-        os.environ["MENS_QUIET"] = "1"
+    configure_progress(quiet=args.quiet or os.environ.get("MENS_QUIET") == "1")
     try:
         code = args.func(args)
         return int(code or 0)

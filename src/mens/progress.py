@@ -1,15 +1,48 @@
-"""Progress for long work: a rich progress bar on a terminal, silence in pipes or with --quiet."""
+"""Progress for long work: status lines through the `mens` logger, a rich progress bar on a
+terminal, silence in pipes' bars or with --quiet.
+
+Whether anything is said is the CLI's decision (`configure`, from --quiet or MENS_QUIET at the
+edge), made the way Python libraries leave it to applications: through the logger's level. Called
+as a library, mens says nothing until the caller configures the `mens` logger.
+"""
 
 from __future__ import annotations
 
-import os
+import logging
 import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+log = logging.getLogger("mens")
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to sys.stderr as it is at each line (a redirected or captured stream included)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
+def configure(quiet: bool) -> None:
+    """The CLI edge: status lines on stderr, or (quiet) none."""
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        log.addHandler(_StderrHandler())
+    log.propagate = False
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def verbose() -> bool:
+    return log.isEnabledFor(logging.INFO)
+
 
 def quiet() -> bool:
-    return os.environ.get("MENS_QUIET") == "1" or not sys.stderr.isatty()
+    """No progress bar: nothing is to be said, or stderr is not a terminal."""
+    return not verbose() or not sys.stderr.isatty()
+
+
+def plain_lines() -> bool:
+    """Progress as plain status lines instead of a bar: asked to speak, into a pipe or file."""
+    return verbose() and not sys.stderr.isatty()
 
 
 class NoBar:
@@ -48,5 +81,4 @@ def progress(description: str, total: int | None = None) -> Iterator[NoBar | _Ri
 
 def say(message: str) -> None:
     """A status line on stderr, unless quiet was asked for."""
-    if os.environ.get("MENS_QUIET") != "1":
-        print(message, file=sys.stderr)
+    log.info(message)

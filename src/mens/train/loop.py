@@ -12,13 +12,13 @@ bench, Ctrl+C and interval checkpoints. Data-parallel details (DDP all-reduce, F
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mens.progress import NoBar, progress, quiet, say
+from mens.progress import NoBar, progress, say
+from mens.progress import plain_lines as progress_lines
 from mens.train.checkpoint import rng_state, save_checkpoint, weights_sha256
 from mens.train.config import TrainConfig
 from mens.train.loss import batch_loss
@@ -117,7 +117,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     status = "completed"
     t_session, t_log, tok_log = time.time(), time.time(), 0
     batches = session.batches_of(prog.epoch)
-    plain_lines = quiet() and os.environ.get("MENS_QUIET") != "1"
+    plain_lines = progress_lines()
     try:
         bar_context = progress("train", total=total_steps) if main_rank else contextlib.nullcontext(NoBar())
         with StopFlag() as stop, bar_context as bar:
