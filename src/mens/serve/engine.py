@@ -90,16 +90,18 @@ class Engine:
         self.max_batch, self.queue_size = max_batch, queue_size
         self.grammar = grammar                    # a serve.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
-        self.top_candidates = top_candidates
-        self.max_grammar_candidates = max_grammar_candidates
-        # each token's text, for grammar checks: built once, before the first request waits on it
-        self._pieces: list[str] | None = _token_pieces(tokenizer) if grammar is not None else None
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
         self.eos_ids = _eos_ids(model, tokenizer)
+        self._chooser = None                      # built now, before the first request waits on it
+        if grammar is not None:
+            from mens.serve.grammar import TokenChooser
+
+            self._chooser = TokenChooser(grammar, tokenizer, self.eos_ids, top_candidates=top_candidates,
+                                         max_candidates=max_grammar_candidates)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
-                      "max_batch_size": 0, "rejected_queue_full": 0, "cancelled": 0, "grammar_rejections": 0,
-                      "grammar_fallbacks": 0, "batch_size_histogram": Counter()}
+                      "max_batch_size": 0, "rejected_queue_full": 0, "cancelled": 0,
+                      "batch_size_histogram": Counter()}
         self._stats_lock = threading.Lock()  # the histogram is read by the server thread
         self._waiting: deque[Request] = deque()
         self._cond = threading.Condition()
@@ -160,6 +162,8 @@ class Engine:
         steps = sum(hist.values())
         s["mean_batch_size"] = round(sum(k * v for k, v in hist.items()) / steps, 3) if steps else 0.0
         s["waiting"] = len(self._waiting)
+        s["grammar_rejections"] = self._chooser.rejections if self._chooser else 0
+        s["grammar_fallbacks"] = self._chooser.fallbacks if self._chooser else 0
         return s
 
     # ------------------------------------------------------------------ scheduler loop
@@ -314,48 +318,12 @@ class Engine:
                     token = int(torch.multinomial(probs, 1, generator=s.generator))
                 else:
                     token = greedy[row]
-                if s.req.grammar and self.grammar is not None:
-                    token = self._constrain(s, token, probs if probs is not None else torch.softmax(logits[row], -1))
+                if s.req.grammar and self._chooser is not None:
+                    token = self._chooser.choose(s.text, s.generated, token, s.req.grammar_prefix,
+                                                 probs if probs is not None else torch.softmax(logits[row], -1))
                 self._accept(s, token)
             except Exception as exc:  # this row's request fails (and leaves the batch); the others go on
                 self._fail([s], exc)
-
-    def _constrain(self, s: _Seq, token: int, probs: torch.Tensor) -> int:
-        """The chosen token if it keeps the code viable, else the most probable one that does:
-        the top candidates first, then wider slices of the vocabulary (an end token is always
-        tried too, so complete code can stop)."""
-        tried: set[int] = set()
-        limit = self.top_candidates
-        batch = [token]
-        while True:
-            for cand in batch:
-                if cand in tried:
-                    continue
-                tried.add(cand)
-                is_eos = cand in self.eos_ids
-                text = s.text if is_eos else self._candidate_text(s, cand)
-                if self.grammar.allows(text, final=is_eos, prefix=s.req.grammar_prefix):
-                    self.stats["grammar_rejections"] += len(tried) - 1
-                    return cand
-            if len(tried) >= min(probs.numel(), self.max_grammar_candidates):
-                break
-            limit = min(limit * 4 if len(tried) > self.top_candidates else limit, self.max_grammar_candidates,
-                        probs.numel())
-            batch = probs.topk(limit).indices.tolist() + self.eos_ids  # topk: no full sort of the vocabulary
-            if all(c in tried for c in batch):
-                break
-        self.stats["grammar_fallbacks"] += 1
-        return token
-
-    def _candidate_text(self, s: _Seq, cand: int) -> str:
-        """The completion's text with `cand` appended: the known text plus the token's piece, or a
-        full decode where a multi-byte character spans tokens."""
-        if self._pieces is None:
-            self._pieces = _token_pieces(self.tokenizer)
-        piece = self._pieces[cand] if cand < len(self._pieces) else "\ufffd"
-        if "\ufffd" in piece or s.text.endswith("\ufffd"):
-            return self._text(s.generated + [cand])
-        return s.text + piece
 
     def _text(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -435,18 +403,6 @@ def _hold_back(text: str, stops: tuple[str, ...]) -> str:
                 break
     text = text[:cut]
     return text.rstrip("\ufffd")
-
-
-def _token_pieces(tokenizer) -> list[str]:
-    """Each token's text as it reads after other text. Decoding a token alone can drop a leading
-    space (SentencePiece), so each is decoded after an anchor token and the anchor's text cut off."""
-    anchor = tokenizer("a", add_special_tokens=False).input_ids[-1:]
-    lead = tokenizer.decode(anchor)
-    ids = [anchor + [i] for i in range(len(tokenizer))]
-    backend = getattr(tokenizer, "backend_tokenizer", None)   # fast tokenizers decode the batch in Rust
-    texts = backend.decode_batch(ids, skip_special_tokens=True) if backend is not None \
-        else tokenizer.batch_decode(ids, skip_special_tokens=True)
-    return [t[len(lead):] if t.startswith(lead) else "\ufffd" for t in texts]
 
 
 def _eos_ids(model, tokenizer) -> list[int]:

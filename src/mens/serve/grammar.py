@@ -106,3 +106,64 @@ def _pack_keywords(pack: LanguagePack) -> tuple[str, ...]:
         if isinstance(getattr(module, "KEYWORDS", None), (tuple, list, set, frozenset)):
             return tuple(module.KEYWORDS)
     return ()
+
+
+class TokenChooser:
+    """The engine's side of grammar mode, for one constrained row per call: the sampled token if
+    the text it makes is allowed, else the most probable token that is — the top candidates
+    first, then wider slices of the vocabulary (an end token is always tried too, so complete
+    code can stop). Counts the replacements (`rejections`) and the steps where nothing fitted
+    and the unconstrained token was kept (`fallbacks`)."""
+
+    def __init__(self, constraint: Constraint, tokenizer, eos_ids: list[int], *, top_candidates: int = 32,
+                 max_candidates: int = 1024):
+        self.constraint, self.tokenizer, self.eos_ids = constraint, tokenizer, eos_ids
+        self.top_candidates, self.max_candidates = top_candidates, max_candidates
+        self.pieces = token_pieces(tokenizer)   # each token's text, built once
+        self.rejections = self.fallbacks = 0
+
+    def choose(self, text: str, generated: list[int], token: int, prefix: str | None, probs) -> int:
+        """`text`/`generated`: the completion so far; `token`: the sampled one; `probs`: the
+        row's distribution (a torch tensor over the vocabulary)."""
+        tried: set[int] = set()
+        limit = self.top_candidates
+        batch = [token]
+        while True:
+            for cand in batch:
+                if cand in tried:
+                    continue
+                tried.add(cand)
+                is_eos = cand in self.eos_ids
+                candidate = text if is_eos else self._candidate_text(text, generated, cand)
+                if self.constraint.allows(candidate, final=is_eos, prefix=prefix):
+                    self.rejections += len(tried) - 1
+                    return cand
+            if len(tried) >= min(probs.numel(), self.max_candidates):
+                break
+            limit = min(limit * 4 if len(tried) > self.top_candidates else limit, self.max_candidates,
+                        probs.numel())
+            batch = probs.topk(limit).indices.tolist() + self.eos_ids  # topk: no full sort of the vocabulary
+            if all(c in tried for c in batch):
+                break
+        self.fallbacks += 1
+        return token
+
+    def _candidate_text(self, text: str, generated: list[int], cand: int) -> str:
+        """The completion's text with `cand` appended: the known text plus the token's piece, or a
+        full decode where a multi-byte character spans tokens."""
+        piece = self.pieces[cand] if cand < len(self.pieces) else "\ufffd"
+        if "\ufffd" in piece or text.endswith("\ufffd"):
+            return self.tokenizer.decode(generated + [cand], skip_special_tokens=True)
+        return text + piece
+
+
+def token_pieces(tokenizer) -> list[str]:
+    """Each token's text as it reads after other text. Decoding a token alone can drop a leading
+    space (SentencePiece), so each is decoded after an anchor token and the anchor's text cut off."""
+    anchor = tokenizer("a", add_special_tokens=False).input_ids[-1:]
+    lead = tokenizer.decode(anchor)
+    ids = [anchor + [i] for i in range(len(tokenizer))]
+    backend = getattr(tokenizer, "backend_tokenizer", None)   # fast tokenizers decode the batch in Rust
+    texts = backend.decode_batch(ids, skip_special_tokens=True) if backend is not None \
+        else tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return [t[len(lead):] if t.startswith(lead) else "\ufffd" for t in texts]
