@@ -183,3 +183,13 @@ def test_full_disk_is_one_line_and_leaves_nothing(tmp_path, argv):
     assert res.stderr.strip() == (f"mens: error: cannot write: no space left on the device ({output}) — "
                                   "free some space or write somewhere else")
     assert res.stdout.split() == ["exit=2"], "the tmpfs is not empty: " + res.stdout
+
+
+def test_vox_check_of_non_utf8_stdin_is_one_line(run_cli, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("fn f() to int {\n    return 1 // café\n}\n"
+                                                                 .encode("latin-1"))))
+    code, out, err = run_cli("vox", "check", "-")
+    assert code == 2 and out == "" and err.strip() == (
+        "mens: error: not UTF-8 text (byte 35) (<stdin>:2) — re-encode the file as UTF-8")

@@ -127,9 +127,11 @@ def _edge(command, source: str | None = None):
             try:
                 return command(args)
             except (OSError, UnicodeDecodeError, RecursionError) as exc:
-                where = getattr(args, source) if source else None
-                where = ", ".join(map(str, where)) if isinstance(where, list) else where
-                raise user_error(exc, None if getattr(exc, "filename", None) else where and str(where)) from exc
+                where = None
+                if source and not getattr(exc, "filename", None):
+                    given = getattr(args, source)
+                    where = ", ".join(map(str, given)) if isinstance(given, list) else str(given)
+                raise user_error(exc, where) from exc
 
     return run
 

@@ -77,7 +77,7 @@ def read_source(path: str) -> str:
     the file and line (exit 2), never a file "parsed" after its bytes were replaced."""
     where = "<stdin>" if path == STDIN else path
     try:
-        data = sys.stdin.buffer.read() if path == STDIN else Path(path).read_bytes()
+        data = _read_stdin() if path == STDIN else Path(path).read_bytes()
     except OSError as exc:
         raise user_error(exc, where) from None
     if b"\x00" in data:
@@ -89,6 +89,15 @@ def read_source(path: str) -> str:
         line = data[:exc.start].count(b"\n") + 1
         raise MensError(f"not UTF-8 text (byte {exc.start})", f"{where}:{line}",
                         "re-encode the file as UTF-8") from None
+
+
+def _read_stdin() -> bytes:
+    """stdin's bytes; a text stream (a test's StringIO) is encoded back, its undecodable bytes
+    (surrogate escapes) kept as they came so they still fail the UTF-8 check."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None:
+        return stream.read()
+    return sys.stdin.read().encode("utf-8", "surrogateescape")
 
 
 def check_paths(paths: list[str], script: bool = False) -> CheckReport:
