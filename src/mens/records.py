@@ -256,6 +256,25 @@ def check_output(path: str | Path, flag: str = "-o") -> Path:
     return path
 
 
+def remove_leftovers(path: str | Path) -> list[Path]:
+    """Delete what `atomic_path` left beside `path` when a process writing it was killed (its
+    `.NAME.XXXXXXXX.tmp` file or folder, a `.NAME.old` folder) and return what went. Called by
+    the command that writes `path` before it writes it again: a temp of `path` belongs to it."""
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(?:[a-z0-9_]{{8}}.*\.tmp|old)$")
+    gone = []
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return gone
+    for item in siblings:
+        if pattern.match(item.name):
+            shutil.rmtree(item, ignore_errors=True) if item.is_dir() and not item.is_symlink() \
+                else item.unlink(missing_ok=True)
+            gone.append(item)
+    return gone
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -5,6 +5,7 @@ lands beside what the run dir already holds."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from mens.errors import MensError
-from mens.train.checkpoint import (Progress, latest_checkpoint, list_checkpoints, load_checkpoint, rng_state,
+from mens.train.checkpoint import (Progress, latest_checkpoint, list_checkpoints, load_checkpoint, resume, rng_state,
                                    save_checkpoint, save_pretrained, weights_sha256)
 
 
@@ -106,3 +107,145 @@ def test_save_pretrained_lands_beside_the_run_files(tiny_model_dir, tmp_path):
     loaded = AutoModelForCausalLM.from_pretrained(run, dtype=torch.float32)
     assert loaded.get_input_embeddings().weight[0, 0].item() == 7.0
     assert AutoTokenizer.from_pretrained(run).get_vocab() == tok.get_vocab()
+
+
+# ---------------------------------------------------------------- resume never unpickles; intact or skipped
+
+class _Payload:
+    """A pickle that runs code when loaded: it would create `marker`."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _saved(tmp_path, steps=(1, 2)):
+    model, optimizer, scheduler = _setup(0)
+    for step in steps:
+        _step(model, optimizer, scheduler)
+        save_checkpoint(tmp_path, model, optimizer, scheduler, Progress(step=step), [rng_state()], keep=0)
+    return model, optimizer, scheduler
+
+
+def _rerecord(path):
+    """What a tamperer who also rewrites files.json does: the record matches the new files."""
+    import json
+
+    from mens.train.checkpoint import FILES, _file_record
+
+    (path / FILES).write_text(json.dumps({f.name: _file_record(f) for f in path.iterdir() if f.name != FILES}))
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt"])
+def test_a_pickle_payload_in_a_checkpoint_is_refused_and_never_runs(tmp_path, name):
+    from mens.train.checkpoint import CorruptCheckpoint, read_checkpoint
+
+    _saved(tmp_path, steps=(1,))
+    path = tmp_path / "checkpoints" / "step-1"
+    marker = tmp_path / "pwned"
+    torch.save({"state": {}, "param_groups": [], "x": _Payload(marker)}, path / name)
+    _rerecord(path)
+    with pytest.raises(CorruptCheckpoint, match=f"{name} cannot be loaded"):
+        read_checkpoint(path)
+    assert not marker.exists()
+    model, optimizer, scheduler = _setup(1)
+    with pytest.raises(MensError, match="no intact checkpoint to resume from"):
+        resume(tmp_path, model, optimizer, scheduler)
+    assert not marker.exists()
+
+
+def _corrupt(path, how):
+    f = path / "trainable.safetensors"
+    if how == "truncated":
+        f.write_bytes(f.read_bytes()[:40])
+    elif how == "flipped":  # same size, other bytes: only the recorded hash can tell
+        data = bytearray(f.read_bytes())
+        data[-1] ^= 0xFF
+        f.write_bytes(bytes(data))
+    elif how == "missing":
+        (path / "optimizer.pt").unlink()
+    elif how == "garbage-progress":
+        (path / "progress.json").write_text("{not json")
+        _rerecord(path)
+    elif how == "garbage-rng":
+        (path / "rng.json").write_bytes(b"\xff\xfe\x00")
+        _rerecord(path)
+    elif how == "truncated-unrecorded":  # no files.json (an older checkpoint): loading tells
+        (path / "files.json").unlink()
+        (path / "optimizer.pt").write_bytes((path / "optimizer.pt").read_bytes()[:100])
+
+
+CORRUPTIONS = ["truncated", "flipped", "missing", "garbage-progress", "garbage-rng", "truncated-unrecorded"]
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, how, caplog):
+    import logging
+
+    from mens.train.checkpoint import newest_intact
+
+    _saved(tmp_path, steps=(1, 2))
+    reference, ref_opt, ref_sched = _setup(5)
+    load_checkpoint(tmp_path / "checkpoints" / "step-1", reference, ref_opt, ref_sched)
+    _corrupt(tmp_path / "checkpoints" / "step-2", how)
+    model, optimizer, scheduler = _setup(1)
+    with caplog.at_level(logging.INFO, logger="mens"):
+        newest = newest_intact(tmp_path)
+        path, prog = resume(tmp_path, model, optimizer, scheduler, newest=newest)
+    assert path.name == "step-1" and prog.step == 1
+    assert weights_sha256(model) == weights_sha256(reference)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "step-2 is not intact" in said and "--force-restart" in said
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_no_intact_checkpoint_is_a_one_line_error(tmp_path, how):
+    _saved(tmp_path, steps=(1,))
+    _corrupt(tmp_path / "checkpoints" / "step-1", how)
+    model, optimizer, scheduler = _setup(1)
+    with pytest.raises(MensError) as err:
+        resume(tmp_path, model, optimizer, scheduler)
+    line = err.value.format()
+    assert "\n" not in line and "no intact checkpoint to resume from (step-1: " in line
+    assert line.endswith("— rerun with --force-restart to start over")
+
+
+def test_a_checkpoint_written_before_rng_json_still_resumes(tmp_path):
+    """Older checkpoints hold rng.pt (numpy's state as an array): read with weights_only, numpy's
+    array type allowed and nothing else."""
+    import random as pyrandom
+
+    _saved(tmp_path, steps=(1,))
+    path = tmp_path / "checkpoints" / "step-1"
+    (path / "rng.json").unlink()
+    (path / "files.json").unlink()
+    torch.save([{"python": pyrandom.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}],
+               path / "rng.pt")
+    expected = (pyrandom.random(), float(np.random.rand()), float(torch.rand(1)))
+    pyrandom.seed(9), np.random.seed(9), torch.manual_seed(9)
+    model, optimizer, scheduler = _setup(1)
+    assert resume(tmp_path, model, optimizer, scheduler)[0] == path
+    assert (pyrandom.random(), float(np.random.rand()), float(torch.rand(1))) == expected
+
+
+def test_a_new_run_removes_what_a_killed_one_left(tmp_path):
+    import tempfile
+
+    from mens.train.checkpoint import remove_run_leftovers
+
+    _saved(tmp_path, steps=(1,))
+    ckpts = tmp_path / "checkpoints"
+    left = [Path(tempfile.mkdtemp(prefix=".step-2.", suffix=".tmp", dir=ckpts)), ckpts / ".step-1.old",
+            Path(tempfile.mkdtemp(prefix=".save.", dir=tmp_path)),
+            Path(tempfile.mkstemp(prefix=".training_manifest.json.", suffix=".tmp", dir=tmp_path)[1]),
+            Path(tempfile.mkstemp(prefix=".MODEL_CARD.md.", suffix=".tmp", dir=tmp_path)[1])]
+    left[1].mkdir()
+    (left[0] / "optimizer.pt").write_bytes(b"half")
+    keep = [tmp_path / "notes.txt", tmp_path / ".hidden-by-user"]
+    for k in keep:
+        k.write_text("mine")
+    assert sorted(remove_run_leftovers(tmp_path)) == sorted(left)
+    assert not any(p.exists() for p in left) and all(k.exists() for k in keep)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-1"]

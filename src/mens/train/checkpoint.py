@@ -3,7 +3,13 @@ the scheduler, every rank's RNG states and the data position (a `Progress`). The
 written under a temporary name and renamed, so a crash never leaves half a checkpoint, and a
 resume restores everything that decides the next loss: it continues the same trajectory.
 The final weights (`save_pretrained`: adapter, or the whole model) land in the run dir file by
-file, by rename."""
+file, by rename.
+
+Nothing is unpickled on resume: weights are safetensors, RNG states and progress JSON, and the
+optimizer and scheduler states (tensors and plain values) load with `weights_only=True`, which
+refuses any other object. `files.json` records each file's size and sha256 at save time; a
+checkpoint is intact when every recorded file is there with its size and hash and every part
+loads. Resume takes the newest intact one, saying which it skipped and why."""
 
 from __future__ import annotations
 
@@ -38,12 +44,17 @@ class Progress:
 
 
 def rng_state() -> dict:
+    """This process's RNG states (python, numpy, torch, CUDA) as plain JSON data."""
     import numpy as np
     import torch
 
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": [version, list(internal), gauss],
+             "numpy": [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
+             "torch": torch.get_rng_state().tolist()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
     return state
 
 
@@ -51,11 +62,13 @@ def set_rng_state(state: dict) -> None:
     import numpy as np
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
 
 
 def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: Progress,
@@ -63,7 +76,10 @@ def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: 
                     optimizer_state: dict | None = None) -> Path:
     """Write checkpoints/step-N atomically and prune all but the newest `keep` (0 = keep all).
     A sharded (FSDP) model passes its gathered `weights` and `optimizer_state`
-    (mens.train.distributed.full_state); the files are the same as an unsharded run's."""
+    (mens.train.distributed.full_state); the files are the same as an unsharded run's.
+    Optimizer and scheduler states are tensors and plain values (`torch.save`, read back with
+    `weights_only=True`); the RNG states and the progress are JSON; `files.json` records every
+    file's size (and sha256 up to HASH_LIMIT bytes) so a resume can tell an intact checkpoint."""
     import torch
     from safetensors.torch import save_file
 
@@ -80,16 +96,42 @@ def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: 
         torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
                    tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        torch.save(rng_states, tmp / "rng.pt")
+        (tmp / "rng.json").write_text(json.dumps(rng_states))
         (tmp / "progress.json").write_text(json.dumps(progress.to_dict(), indent=2))
+        (tmp / FILES).write_text(json.dumps({f.name: _file_record(f) for f in sorted(tmp.iterdir())}, indent=2))
     if keep:
         for old in list_checkpoints(run_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
 
 
+# The record of a checkpoint's files; files up to HASH_LIMIT bytes also get a sha256 (an 80 GB
+# optimizer state would take minutes to hash at every save; its size and loading still check it).
+FILES = "files.json"
+HASH_LIMIT = 256 * 2**20
+
+
+def _file_record(path: Path) -> dict:
+    size = path.stat().st_size
+    record: dict = {"size": size}
+    if size <= HASH_LIMIT:
+        record["sha256"] = _sha256(path)
+    return record
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Complete checkpoints, oldest first (temp dirs of a crashed write are ignored)."""
+    """Checkpoints as written (a progress.json inside), oldest first; temp dirs of a crashed
+    write are ignored. Whether one is intact is `read_checkpoint`'s business."""
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
@@ -103,16 +145,162 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0) -> Progress:
-    """Restore weights, optimizer, scheduler and this rank's RNG; return the data position.
-    Into a sharded (FSDP) model each rank loads its shard of the full weights and state."""
+# What a killed training process can leave in its run dir: save_pretrained's and the scratch
+# builder's temp folders, and atomic_path's temps of the files and checkpoints training writes.
+_RUN_TEMPS = re.compile(r"^\.(?:save|scratch-save)\.[a-z0-9_]{8}$")
+RUN_OUTPUTS = ("training_manifest.json", "MODEL_CARD.md")
+
+
+def remove_run_leftovers(run_dir: str | Path) -> list[Path]:
+    """Delete the temp files and folders a killed run left (`RUN/.save.*`, `RUN/checkpoints/
+    .step-N.*.tmp`, manifest and card temps); the next run calls this before it writes."""
+    from mens.records import remove_leftovers
+
+    run = Path(run_dir)
+    gone = [p for name in RUN_OUTPUTS for p in remove_leftovers(run / name)]
+    if run.is_dir():
+        for item in run.iterdir():
+            if _RUN_TEMPS.match(item.name) and item.is_dir():
+                shutil.rmtree(item, ignore_errors=True)
+                gone.append(item)
+    root = run / CHECKPOINTS
+    if root.is_dir():
+        steps = {m.group(1) for p in root.iterdir() if (m := re.match(r"^\.(step-\d+)\.", p.name))}
+        for step in sorted(steps):
+            gone += remove_leftovers(root / step)
+    return gone
+
+
+class CorruptCheckpoint(Exception):
+    """A checkpoint that is not intact: a file missing, of another size or hash than recorded at
+    save time, or not loadable (a torn file, or a pickle that is more than tensors and plain data)."""
+
+
+def check_files(path: str | Path) -> None:
+    """The cheap half of "intact" (no loading): every file a checkpoint needs is there, and each
+    file recorded in files.json at save time has its recorded size and sha256."""
+    path = Path(path)
+    if (path / FILES).is_file():
+        try:
+            record = json.loads((path / FILES).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CorruptCheckpoint(f"{FILES} unreadable ({_first_line(exc)})") from None
+        if not isinstance(record, dict):
+            raise CorruptCheckpoint(f"{FILES} is not a mapping of file: size")
+        for name, want in record.items():
+            f = path / name
+            if not f.is_file():
+                raise CorruptCheckpoint(f"{name} is missing")
+            size = want.get("size") if isinstance(want, dict) else None
+            if f.stat().st_size != size:
+                raise CorruptCheckpoint(f"{name} is {f.stat().st_size} bytes, {size} when saved")
+            if "sha256" in want and _sha256(f) != want["sha256"]:
+                raise CorruptCheckpoint(f"{name} does not match the sha256 recorded when saved")
+    for name in ("trainable.safetensors", "optimizer.pt", "scheduler.pt", "progress.json"):
+        if not (path / name).is_file():
+            raise CorruptCheckpoint(f"{name} is missing")
+    if not (path / "rng.json").is_file() and not (path / "rng.pt").is_file():
+        raise CorruptCheckpoint("rng.json is missing")
+
+
+def newest_intact(run_dir: str | Path, rank: int = 0) -> Path | None:
+    """The newest checkpoint that passes `check_files` (None when the run has none), warning
+    about each newer one that does not; checkpoints that all fail are a one-line error. Run
+    before any heavy work; `resume` then loads it (and falls back further if loading fails)."""
+    return _newest(list_checkpoints(run_dir), run_dir, rank, check_files)[0]
+
+
+def _newest(found: list[Path], run_dir, rank: int, read) -> tuple[Path | None, object]:
+    from mens.errors import MensError
+    from mens.progress import say
+
+    skipped: list[str] = []
+    for path in reversed(found):
+        try:
+            got = read(path)
+        except CorruptCheckpoint as why:
+            skipped.append(f"{path.name}: {why}")
+            if rank == 0:
+                say(f"mens: warning: checkpoint {path} is not intact ({why}); resuming from an older one "
+                    "if there is one (--force-restart starts over instead)")
+            continue
+        return path, got
+    if skipped:
+        raise MensError(f"no intact checkpoint to resume from ({'; '.join(skipped)})",
+                        str(Path(run_dir) / CHECKPOINTS), "rerun with --force-restart to start over")
+    return None, None
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """Everything a checkpoint holds, read and checked, nothing applied yet: raises
+    CorruptCheckpoint unless it is intact. Nothing is unpickled: the optimizer and scheduler
+    states load with `weights_only=True` (tensors and plain values only), the rest is
+    safetensors and JSON."""
+    import pickle
+
     import torch
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
-    saved = load_file(str(path / "trainable.safetensors"))
+    check_files(path)
+    current = "trainable.safetensors"
+    try:
+        out = {"weights": load_file(str(path / current))}
+        for current in ("optimizer.pt", "scheduler.pt"):
+            out[current[:-3]] = torch.load(path / current, map_location="cpu", weights_only=True)
+        if (path / "rng.json").is_file():
+            current = "rng.json"
+            out["rng"] = json.loads((path / current).read_text(encoding="utf-8"))
+        else:  # written before rng.json: numpy's state is an array, the one non-tensor it holds
+            import numpy as np
+
+            current = "rng.pt"
+            allowed = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+            with torch.serialization.safe_globals(allowed):
+                out["rng"] = _plain_rng(torch.load(path / current, weights_only=True))
+        current = "progress.json"
+        out["progress"] = Progress(**json.loads((path / current).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError,
+            SafetensorError, RecursionError) as exc:
+        raise CorruptCheckpoint(f"{current} cannot be loaded ({_first_line(exc)})") from None
+    if not isinstance(out["rng"], list) or not out["rng"]:
+        raise CorruptCheckpoint("rng.json holds no RNG states")
+    return out
+
+
+def _plain_rng(states: list[dict]) -> list[dict]:
+    """RNG states of an older checkpoint (tuples, arrays, tensors) in rng_state()'s JSON form."""
+    out = []
+    for s in states:
+        version, internal, gauss = s["python"]
+        name, keys, pos, has_gauss, cached = s["numpy"]
+        plain = {"python": [version, list(internal), gauss],
+                 "numpy": [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
+                 "torch": s["torch"].tolist()}
+        if "cuda" in s:
+            plain["cuda"] = [t.tolist() for t in s["cuda"]]
+        out.append(plain)
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:160]
+
+
+def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0) -> Progress:
+    """Restore weights, optimizer, scheduler and this rank's RNG; return the data position.
+    Into a sharded (FSDP) model each rank loads its shard of the full weights and state.
+    Raises CorruptCheckpoint (before changing anything) when the checkpoint is not intact."""
+    return apply_checkpoint(read_checkpoint(path), Path(path), model, optimizer, scheduler, rank)
+
+
+def apply_checkpoint(saved: dict, path: Path, model, optimizer, scheduler, rank: int = 0) -> Progress:
+    import torch
+
     params = dict(model.named_parameters())
-    missing = [k for k in saved if k not in params]
+    missing = [k for k in saved["weights"] if k not in params]
     if missing:
         from mens.errors import MensError
 
@@ -120,7 +308,7 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0
                         str(path), "rerun with --force-restart to start over")
     sharded = any(hasattr(p, "device_mesh") for p in params.values())
     with torch.no_grad():
-        for name, value in saved.items():
+        for name, value in saved["weights"].items():
             target = params[name]
             value = value.to(target.device, target.dtype)
             if hasattr(target, "device_mesh"):  # an FSDP shard (DTensor): this rank's part of the weight
@@ -128,17 +316,34 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0
 
                 value = distribute_tensor(value, target.device_mesh, target.placements, src_data_rank=None)
             target.copy_(value)
-    optim_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
     if sharded:
         from mens.train.distributed import load_optimizer_state
 
-        load_optimizer_state(model, optimizer, optim_state)
+        load_optimizer_state(model, optimizer, saved["optimizer"])
     else:
-        optimizer.load_state_dict(optim_state)
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
-    states = torch.load(path / "rng.pt", weights_only=False)
+        optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    states = saved["rng"]
     set_rng_state(states[min(rank, len(states) - 1)])
-    return Progress(**json.loads((path / "progress.json").read_text()))
+    return saved["progress"]
+
+
+def resume(run_dir: str | Path, model, optimizer, scheduler, rank: int = 0,
+           newest: Path | None = None) -> tuple[Path | None, Progress]:
+    """Restore the newest intact checkpoint of the run (from `newest` down, when given): (its
+    path, its progress), or (None, a fresh Progress) when the run has none. One that is not
+    intact is skipped with a warning naming why; when none is, a one-line error."""
+    found = list_checkpoints(run_dir)
+    if newest is not None:
+        found = [p for p in found if _step(p) <= _step(newest)]
+    path, saved = _newest(found, run_dir, rank, read_checkpoint)
+    if path is None:
+        return None, Progress()
+    return path, apply_checkpoint(saved, path, model, optimizer, scheduler, rank)
+
+
+def _step(path: Path) -> int:
+    return int(path.name.split("-")[1])
 
 
 # ---------------------------------------------------------------- the final weights

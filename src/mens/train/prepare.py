@@ -23,7 +23,7 @@ from mens.progress import say
 from mens.train import distributed, preflight
 from mens.train.allocator import in_use as allocator_in_use
 from mens.train.backends import Built, build
-from mens.train.checkpoint import Progress, latest_checkpoint, load_checkpoint
+from mens.train.checkpoint import Progress, newest_intact, remove_run_leftovers, resume
 from mens.train.config import TrainConfig
 from mens.train.data import build_examples, epoch_batches, file_sha256, raw_examples, split_validation
 from mens.train.loss import batch_loss, loss_against_reference
@@ -105,6 +105,9 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
     run_dir = preflight.check_run_dir(cfg.output_dir)
     preflight.check_preset(cfg.preset, info.device, info.memory_gb)
     previous = {} if force_restart else read_manifest(run_dir)
+    if rank == 0:  # temp files and folders of a killed run: nothing else writes them
+        for item in remove_run_leftovers(run_dir):
+            say(f"mens: removed {item}, left by a run that was stopped while writing it")
     if force_restart and rank == 0:
         for name in RUN_ARTIFACTS:
             target = run_dir / name
@@ -115,7 +118,7 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
         return run
     if world > 1:
         dist.barrier()
-    run.resume_from = latest_checkpoint(run_dir)
+    run.resume_from = newest_intact(run_dir, rank)  # a corrupt newer one is skipped, saying so
     if run.resume_from is not None and previous and run.main:
         before = previous.get("hyperparameters", {})
         changed = sorted(k for k, v in cfg.to_dict().items()
@@ -204,8 +207,9 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                                   fused=run.device == "cuda")
     scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
     progress = Progress()
+    if run.resume_from is not None:  # falls back to an older checkpoint if this one does not load
+        run.resume_from, progress = resume(run.run_dir, model, optimizer, scheduler, run.rank, run.resume_from)
     if run.resume_from is not None:
-        progress = load_checkpoint(run.resume_from, model, optimizer, scheduler, run.rank)
         say(f"mens: resuming from {run.resume_from} (step {progress.step}/{total_steps})")
     else:
         torch.manual_seed(cfg.seed + run.rank)
