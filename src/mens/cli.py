@@ -14,7 +14,7 @@ import sys
 import traceback
 
 from mens import __version__
-from mens.errors import GateFailure, MensError
+from mens.errors import GateFailure, MensError, edge_error
 from mens.progress import configure as configure_progress
 
 # Modules that add commands, in the order `mens --help` lists them.
@@ -28,8 +28,24 @@ COMMAND_MODULES = [
 ]
 
 
+class UsageError(SystemExit):
+    """A command line argparse rejects: still a SystemExit(2) for code that parses on its own;
+    `main` prints nothing more and returns 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the README's one-line errors: `mens: error: <what> (mens CMD) — see
+    `mens CMD --help``, exit 2, instead of the usage block over several lines. Subcommand
+    parsers are of this class too (add_subparsers uses the parent's class); --help is untouched."""
+
+    def error(self, message: str):
+        line = " ".join(message.split())
+        print(f"mens: error: {line} ({self.prog}) — see `{self.prog} --help`", file=sys.stderr)
+        raise UsageError(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mens",
         description="Turn a language's own code and docs into a fine-tuned code assistant: "
         "extract a parser-verified corpus, fine-tune (QLoRA/LoRA/full/scratch), gate on "
@@ -50,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
         reexec_with_fast_allocator(sys.argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        return int(exc.code)
     if not getattr(args, "func", None):
         # `mens` or `mens corpus` alone: show the help of that level.
         (getattr(args, "_parser", None) or parser).print_help()
@@ -73,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except (Exception, RecursionError) as exc:  # the one place leftovers become the one-line form
+        err = edge_error(exc)
+        if err is None:
+            raise  # a bug: its traceback is what a report needs
+        if args.debug:
+            traceback.print_exc()
+        print(err.format(), file=sys.stderr)
+        return err.exit_code
 
 
 def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:

@@ -68,6 +68,34 @@ def user_error(exc: BaseException, where: str | None = None) -> MensError | None
     return None
 
 
+def edge_error(exc: BaseException) -> MensError | None:
+    """What reached the command line's edge, in the one-line form: an OS, decode or recursion
+    error (`user_error`, with the path the error carries), or a library's complaint about a
+    file it was given (a torn safetensors file, malformed JSON or YAML, a refused pickle, a bad
+    hub id). None for anything else: a bug keeps its traceback."""
+    mine = user_error(exc)
+    if mine is not None:
+        return mine
+    names = {f"{c.__module__}.{c.__name__}" for c in type(exc).__mro__}
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    for name, what, todo in _LIBRARY_ERRORS:
+        if name in names:
+            return MensError(f"{what}: {first}", None, todo)
+    return None
+
+
+_REPAIR = "restore the file, or re-run the mens command that wrote it"
+_LIBRARY_ERRORS = (
+    ("builtins.SafetensorError", "corrupt or truncated safetensors file", _REPAIR),
+    ("safetensors_rust.SafetensorError", "corrupt or truncated safetensors file", _REPAIR),
+    ("json.decoder.JSONDecodeError", "malformed JSON", _REPAIR),
+    ("yaml.error.YAMLError", "malformed YAML", "fix the YAML file"),
+    ("_pickle.UnpicklingError", "refused to load a pickled file", "only load files mens wrote"),
+    ("huggingface_hub.errors.HFValidationError", "not a model path or hub id", "check the path or the hub id"),
+    ("zipfile.BadZipFile", "corrupt or truncated file", _REPAIR),
+)
+
+
 def output_error(exc: OSError, path: object) -> OutputError:
     """`exc` (raised while writing `path` or its temp file) as an OutputError naming `path`."""
     base = user_error(exc, str(path))

@@ -197,8 +197,10 @@ def atomic_path(path: str | Path, suffix: str = ""):
     """Yield a temp path beside `path`; on success rename it over `path`, on error delete it.
     Works for files and directories alike, so no reader ever sees a half-written output. A
     failure to write (no permission, a full disk, a file or folder in the way) raises
-    `OutputError` — an OSError that prints as one line naming `path`."""
+    `OutputError` — an OSError that prints as one line naming `path`. Temps that an earlier,
+    killed write of `path` left are removed first (`remove_leftovers`)."""
     path = Path(path)
+    remove_leftovers(path)  # the temps of an earlier write of `path` that was killed
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)

@@ -108,4 +108,4 @@ def test_bench_callback_and_user_errors(tmp_path, tiny_model_dir, run_cli):
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", bench, "-k", "2", "-o", tmp_path / "x.json")
     assert code == 2 and "--temperature" in err
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", tmp_path / "none")
-    assert code == 2 and "no bench tasks found" in err
+    assert code == 2 and "bench not found" in err

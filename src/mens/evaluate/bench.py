@@ -255,9 +255,12 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
               batch_size: int = 8, device: str = "auto", out: str | Path | None = None,
               train_data: list[str | Path] | None = None) -> dict[str, Any]:
     """Load the model, generate n (default k) samples per task, score, and write the results."""
+    from mens.evaluate.checks import check_bench_args
     from mens.inference import load_model
     from mens.progress import progress, say
 
+    check_bench_args(model_path, bench, k=k, n=n, temperature=temperature, limit=limit, max_new_tokens=max_new_tokens,
+                     batch_size=batch_size, device=device, out=out, train_data=train_data)
     n = n or k
     if k < 1 or n < k:
         raise MensError(f"need 1 <= k <= n samples (k={k}, n={n})", "-k/--samples", "draw at least k samples")
@@ -265,6 +268,8 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
         raise MensError("several samples per task need sampling", "--temperature",
                         "give --temperature > 0 (e.g. 0.8) or use -k 1")
     loaded = load_tasks(bench, limit)
+    if not loaded:
+        raise MensError("the bench holds no tasks", str(bench), "give a .jsonl file with one task a line")
     tasks = [t for t, _ in loaded]
     prompts = [t.full_prompt(d) for t, d in loaded]
     contamination = None

@@ -23,7 +23,11 @@ def read_json(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise MensError(f"not UTF-8 text (byte {exc.start})", str(path), "re-run the stage that writes it") from None
+    except RecursionError:
+        raise MensError("JSON nested too deeply", str(path), "re-run the stage that writes it") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise MensError(f"cannot read JSON: {exc}", str(path), "re-run the stage that writes it") from None
     return obj if isinstance(obj, dict) else None

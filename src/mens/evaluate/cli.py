@@ -59,9 +59,10 @@ def register(sub) -> None:
 
 def _card(args) -> int:
     from mens.evaluate.card import write_card
+    from mens.evaluate.checks import check_run
     from mens.progress import say
 
-    path = write_card(args.run)
+    path = write_card(check_run(args.run))
     say(f"wrote {path}")
     print(path)
     return 0
@@ -70,7 +71,12 @@ def _card(args) -> int:
 def _gate(args) -> int:
     from mens.evaluate.gates import enforce, format_receipt, run_gates
 
-    overrides = {k: v for k, v in (("eval", args.eval), ("bench", args.bench)) if v}
+    from mens.evaluate.checks import check_input_file, check_run
+    from mens.records import check_output
+
+    check_run(args.run)
+    overrides = {k: check_input_file(v, f"--{k}") for k, v in (("eval", args.eval), ("bench", args.bench)) if v}
+    check_output(args.output or args.run / "gate_receipt.json", "-o")
     receipt = run_gates(args.run, args.policy, args.output, overrides)
     print(format_receipt(receipt))
     enforce(receipt)
@@ -99,9 +105,14 @@ def _bench(args) -> int:
 
 def _decontaminate(args) -> int:
     from mens.errors import GateFailure
+    from mens.evaluate.checks import check_input_file
     from mens.evaluate.contamination import find_contamination
-    from mens.records import write_json_atomic
+    from mens.records import check_output, write_json_atomic
 
+    for path in args.data:
+        check_input_file(path, "--data")
+    if args.output:
+        check_output(args.output, "-o")
     report = find_contamination(args.bench, args.data)
     if args.output:
         write_json_atomic(args.output, report)
@@ -115,8 +126,12 @@ def _decontaminate(args) -> int:
 
 
 def _report(args) -> int:
+    from mens.evaluate.checks import check_run
     from mens.evaluate.report import write_report
+    from mens.records import check_output
 
+    check_run(args.run)
+    check_output(args.output or args.run / "report.html", "-o")
     path = write_report(args.run, args.output)
     print(path)
     return 0

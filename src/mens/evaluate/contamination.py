@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mens.errors import MensError
 from mens.lang.base import extract_code
 from mens.records import iter_jsonl
 
@@ -55,6 +56,8 @@ def find_contamination(bench: str | Path, data: list[str | Path], min_words: int
     from mens.lang import get_pack
 
     tasks = [t for t, _ in load_tasks(bench)]
+    if not tasks:
+        raise MensError("the bench holds no tasks", str(bench), "give a .jsonl file with one task a line")
     rows = _training_texts(list(data))
     norm_rows = [(where, normalise(p), normalise(r), r) for where, p, r in rows]
     hashes: dict[str, dict[str, str]] = {}  # lang -> structural hash -> where

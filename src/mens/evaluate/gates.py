@@ -132,18 +132,11 @@ def _check_range(metric: str, threshold: float, where: str) -> None:
 
 
 def _telemetry_losses(run: Path) -> list[float]:
-    path = run / "telemetry.jsonl"
-    if not path.is_file():
-        return []
-    losses = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a crashed run; the rest is still good
-        if isinstance(ev, dict) and ev.get("event") == "step" and isinstance(ev.get("loss"), (int, float)):
-            losses.append(float(ev["loss"]))
-    return losses
+    from mens.evaluate.report import read_telemetry
+
+    return [float(ev["loss"]) for ev in read_telemetry(run)
+            if ev.get("event") == "step" and isinstance(ev.get("loss"), (int, float))
+            and not isinstance(ev.get("loss"), bool)]
 
 
 class MetricSource:

@@ -24,13 +24,20 @@ COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#c
 
 
 def read_telemetry(run: Path) -> list[dict]:
+    """The events of the run's telemetry.jsonl (a torn line of a crashed run is skipped); a file
+    that is not UTF-8 text is an error naming the line."""
     path = run / "telemetry.jsonl"
     events = []
     if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise MensError(f"telemetry is not UTF-8 text (byte {exc.start})", f"{path}:{lineno}",
+                                "restore the file, or move it away to go on without the curves") from None
             try:
                 ev = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue  # a torn last line after a crash
             if isinstance(ev, dict):
                 events.append(ev)
