@@ -76,7 +76,7 @@ def edge_error(exc: BaseException) -> MensError | None:
     mine = user_error(exc)
     if mine is not None:
         return mine
-    names = {f"{c.__module__}.{c.__name__}" for c in type(exc).__mro__}
+    names = {f"{c.__module__}.{c.__name__}" for c in type(exc).__mro__} | {c.__name__ for c in type(exc).__mro__}
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
     for name, what, todo in _LIBRARY_ERRORS:
         if name in names:
@@ -86,8 +86,7 @@ def edge_error(exc: BaseException) -> MensError | None:
 
 _REPAIR = "restore the file, or re-run the mens command that wrote it"
 _LIBRARY_ERRORS = (
-    ("builtins.SafetensorError", "corrupt or truncated safetensors file", _REPAIR),
-    ("safetensors_rust.SafetensorError", "corrupt or truncated safetensors file", _REPAIR),
+    ("SafetensorError", "corrupt or truncated safetensors file", _REPAIR),
     ("json.decoder.JSONDecodeError", "malformed JSON", _REPAIR),
     ("yaml.error.YAMLError", "malformed YAML", "fix the YAML file"),
     ("_pickle.UnpicklingError", "refused to load a pickled file", "only load files mens wrote"),

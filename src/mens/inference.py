@@ -30,8 +30,26 @@ def load_model(path_or_id: str | Path, *, adapters: dict[str, str] | None = None
     """(model, tokenizer, info). `adapters` maps served names to run dirs whose adapters are
     loaded over the same base. info: base, device, dtype, models {served name: peft adapter
     name or None}, default (the served name of `path_or_id`), manifest, context_window."""
+    from mens.serve.preflight import check_device, check_files
+
     source = str(path_or_id)
     check_source(source)
+    check_device(device)
+    for path in [source, *(adapters or {}).values()]:  # every JSON parses, every safetensors header is whole
+        check_files(path)
+        if is_adapter_run(path):
+            check_files(adapter_base(path))
+    try:
+        return _load(source, adapters, device, dtype, name)
+    except MensError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        lines = str(exc).strip().splitlines()
+        raise MensError(f"cannot load the model: {type(exc).__name__}: {(lines or [''])[0][:200]}", source,
+                        "check the model's and adapters' files (mens --debug … shows the traceback)") from None
+
+
+def _load(source: str, adapters, device: str, dtype, name: str | None):
     device = pick_device(device)
     adapters = dict(adapters or {})
     primary_is_run = is_adapter_run(source)

@@ -91,12 +91,9 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
 
     start = time.perf_counter()
     run, out = Path(run), Path(out)
-    if not run.is_dir():
-        raise MensError("run directory not found", str(run), "give the --out dir of mens train")
+    check_merge_args(run, out, max_shard_size)
     manifest = read_manifest(run)
     backend = str(manifest.get("backend") or ("lora" if is_adapter_run(run) else "full"))
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise MensError("output directory exists and is not empty", str(out), "choose a new --out or remove it")
     target = torch_dtype(dtype, "cpu")
     if is_adapter_run(run):
         base = adapter_base(run)
@@ -136,6 +133,37 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
         (tmp / "README.md").write_text(_model_card(report, manifest))
         write_json_atomic(tmp / "merge_report.json", asdict(report))
     return report
+
+
+def check_merge_args(run: Path, out: Path, max_shard_size: str) -> None:
+    """Everything merge can check before loading a weight: the run and its files (every JSON
+    parses, every safetensors header is whole, the base's too), the output folder, the shard size."""
+    import re
+
+    from mens.serve.preflight import check_files
+    from mens.train.preflight import check_writable_dir
+
+    if run.is_file():
+        raise MensError("is a file, not a run directory", str(run), "give the --output-dir of mens train")
+    if not run.is_dir():
+        raise MensError("run directory not found", str(run), "give the --output-dir of mens train")
+    if not (run / "config.json").is_file() and not is_adapter_run(run):
+        raise MensError("not a run or model directory (no adapter_config.json or config.json)", str(run),
+                        "give the --output-dir of mens train")
+    check_files(run)
+    if is_adapter_run(run):
+        check_files(adapter_base(run))
+    if out.is_file():
+        raise MensError("--out is a file, not a folder", str(out), "give a new folder for the merged model")
+    if out.is_dir() and any(out.iterdir()):
+        raise MensError("output directory exists and is not empty", str(out), "choose a new --out or remove it")
+    if out.resolve() == run.resolve():
+        raise MensError("--out is the run directory", str(out), "give a new folder for the merged model")
+    check_writable_dir(out.parent, "--out")
+    if not re.fullmatch(r"\d+\s*([KMGT]i?B)?", str(max_shard_size).strip(), re.I) or \
+            not re.match(r"\s*[1-9]", str(max_shard_size)):
+        raise MensError(f"bad --max-shard-size {max_shard_size!r}", "--max-shard-size",
+                        "give a size such as 2GB, 500MB or a number of bytes")
 
 
 def _nf4_gap(run: Path, base: str, tokenizer, prompts, reference_merged) -> float | None:

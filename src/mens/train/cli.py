@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from mens.errors import MensError
 from mens.progress import say
 
 def register(sub) -> None:
@@ -146,16 +147,26 @@ def _background(cfg, force_restart: bool) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from mens.train.preflight import check_device
     from mens.train.probe import format_probe, probe
 
+    check_device(args.device)  # an absent GPU is an error, not a report of one
     info = probe(args.device)
     print(json.dumps(info.to_dict(), indent=2) if args.json else format_probe(info))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from mens.evaluate.card import read_json
+    from mens.evaluate.checks import check_run
+    from mens.evaluate.report import read_telemetry
     from mens.train.status import format_status, run_status, watch
 
+    run = check_run(args.run)
+    read_json(run / "training_manifest.json"), read_telemetry(run)  # unreadable files: one line naming them
+    if not (args.interval > 0 and args.interval < float("inf")):
+        raise MensError(f"--interval must be a positive number of seconds, got {args.interval}", "--interval",
+                        "e.g. --interval 2")
     if args.watch:
         watch(Path(args.run), args.interval)
         return 0

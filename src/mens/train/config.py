@@ -8,6 +8,7 @@ command-line flags. The resolved config is printed into the manifest, so a run d
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -84,6 +85,8 @@ class TrainConfig:
     scratch_ffn: int | None = opt(None, group=_SCRATCH)
     scratch_positions: int | None = opt(None, group=_SCRATCH)
     scratch_dropout: float | None = opt(None, group=_SCRATCH)
+    scratch_vocab: int = opt(0, "0 = the fixed 133-id VoxTokenizer; N = a byte-level BPE of N ids learned from "
+                             "the run's training text (see docs/scratch.md)", group=_SCRATCH)
     # cadence
     log_interval: int = opt(1, group=_CADENCE)
     eval_interval: int = opt(50, "optimizer steps between validations (0 = only at the end)", group=_CADENCE)
@@ -152,6 +155,33 @@ class TrainConfig:
             raise bad(f"ce_last_k must be >= 1, got {self.ce_last_k}", "drop --ce-last-k or make it positive")
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:
             raise bad(f"min_rating must be 1-5, got {self.min_rating}", "set --min-rating 1..5")
+        for name in ("lr", "epochs", "weight_decay", "max_grad_norm", "lora_dropout", "val_split", "scratch_dropout"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise bad(f"{name} must be a finite number, got {value}", f"set {name} to a finite number")
+        if not self.weight_decay >= 0:
+            raise bad(f"weight_decay must be >= 0, got {self.weight_decay}", "set --weight-decay, e.g. 0.0")
+        if not self.max_grad_norm >= 0:
+            raise bad(f"max_grad_norm must be >= 0 (0 = no clipping), got {self.max_grad_norm}", "set --max-grad-norm")
+        if not all(0 <= b < 1 for b in self.adam_betas):
+            raise bad(f"adam_betas must be in [0, 1), got {list(self.adam_betas)}", "e.g. --adam-betas 0.9 0.999")
+        if not 0 <= self.seed < 2**32:
+            raise bad(f"seed must be 0 to 2**32-1, got {self.seed}", "set --seed to a non-negative integer")
+        if self.bench_limit < 1:
+            raise bad(f"bench_limit must be >= 1, got {self.bench_limit}", "set --bench-limit to a positive integer")
+        for name in ("scratch_layers", "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set --{name.replace('_', '-')} "
+                          "to a positive integer")
+        if self.scratch_vocab and self.scratch_vocab < 261:
+            raise bad(f"scratch_vocab must be 0 (the VoxTokenizer) or at least 261 (bytes + specials), got "
+                      f"{self.scratch_vocab}", "set --scratch-vocab 0 or e.g. 1024")
+        if self.scratch_dropout is not None and not 0 <= self.scratch_dropout < 1:
+            raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
+        if isinstance(self.target_modules, str) and not self.target_modules.strip(", "):
+            raise bad("target_modules is empty", "drop --target-modules (all-linear) or name the modules")
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise bad("target_modules is empty", "drop target_modules (all-linear) or name the modules")
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             self.target_modules = [m.strip() for m in self.target_modules.split(",") if m.strip()]
         return self

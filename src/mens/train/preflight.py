@@ -22,12 +22,45 @@ def check_run_dir(output_dir: str | None) -> Path:
     run = Path(output_dir)
     if run.exists() and not run.is_dir():
         raise MensError("output path exists and is not a directory", str(run), "choose another --output-dir")
+    check_writable_dir(run, "--output-dir")
     if run.is_dir() and not (run / "training_manifest.json").is_file():
         others = sorted(p.name for p in run.iterdir() if p.name not in _FRESH_OK)
         if others:
             raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)",
                             str(run), "choose a new --output-dir")
     return run
+
+
+def check_writable_dir(folder: Path, flag: str) -> None:
+    """`folder` can hold files: no part of its path is a file, and the nearest folder that exists
+    takes a new file (a real probe: as root, os.access says yes to read-only file systems)."""
+    import os
+    import tempfile
+
+    parent = folder
+    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise MensError(f"{parent} is a file, not a folder", f"{flag} {folder}", "give a path under a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mens-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise MensError(f"cannot write in {parent}: {exc.strerror or exc}", f"{flag} {folder}",
+                        "choose a folder you can write to") from None
+
+
+def check_bench(bench: str | None) -> None:
+    """`--bench` is checked now, not when training ends: it exists and holds readable tasks."""
+    if not bench:
+        return
+    from mens.evaluate.bench import load_tasks
+
+    if not Path(bench).exists():
+        raise MensError("bench not found", f"--bench {bench}", "give a bench .jsonl file or a folder holding some")
+    if not load_tasks(bench):
+        raise MensError("the bench holds no tasks", f"--bench {bench}", "give a .jsonl file with one task a line")
 
 
 def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
@@ -37,9 +70,13 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
     if not data_dir:
         raise MensError("no data directory given", "--data-dir", "pass --data-dir DIR holding train.jsonl")
     root = Path(data_dir)
+    if root.is_file():
+        raise MensError("--data-dir is a file, not a folder", str(root), "pass --data-dir DIR holding train.jsonl")
     if not root.is_dir():
         raise MensError("data directory not found", str(root), "pass --data-dir DIR holding train.jsonl")
     train = root / "train.jsonl"
+    if train.is_dir():
+        raise MensError("train.jsonl is a folder, not a file", str(train), "put the training pairs in a file")
     if not train.is_file():
         raise MensError("no train.jsonl in the data directory", str(root),
                         "run `mens corpus mix`, or put a train.jsonl (one pair per line) there")
@@ -60,7 +97,10 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
 
 
 def check_model_files(model_dir: str) -> None:
-    """A local base model needs a config and a tokenizer (weights are checked by loading)."""
+    """A local base model needs a config and a tokenizer; every JSON file of it parses and every
+    safetensors header is whole (the weights themselves are checked by loading)."""
+    from mens.serve.preflight import check_files
+
     root = Path(model_dir)
     if not (root / "config.json").is_file():
         raise MensError("model directory has no config.json", str(root),
@@ -69,6 +109,7 @@ def check_model_files(model_dir: str) -> None:
     if not any((root / f).is_file() for f in tokenizer_files):
         raise MensError("model directory has no tokenizer (tokenizer.json / tokenizer.model / vocab.json)",
                         str(root), "save the tokenizer beside the model (tokenizer.save_pretrained(dir))")
+    check_files(root)
 
 
 def check_vocab(tokenizer, config, where: str) -> None:

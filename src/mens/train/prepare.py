@@ -103,6 +103,7 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
     if info.device == "cuda":
         torch.cuda.set_device(local_rank)
     run_dir = preflight.check_run_dir(cfg.output_dir)
+    preflight.check_bench(cfg.bench)
     preflight.check_preset(cfg.preset, info.device, info.memory_gb)
     previous = {} if force_restart else read_manifest(run_dir)
     if rank == 0:  # temp files and folders of a killed run: nothing else writes them
