@@ -27,7 +27,23 @@ def test_setting_and_command_decide_what_is_preloaded(monkeypatch):
     # Commands that do not train return without touching the process (an exec would end this test).
     allocator.reexec_with_fast_allocator(["corpus", "extract", "x"])
     allocator.reexec_with_fast_allocator([])
-    assert allocator.in_use() in ("tcmalloc", "jemalloc", "system")
+
+
+def _malloc_of_a_process(preload: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if preload:
+        env["LD_PRELOAD"] = preload
+    code = "from mens.train import allocator; print(allocator.in_use())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_in_use_reads_the_malloc_the_process_really_has():
+    assert _malloc_of_a_process(None) == "system"
+    found = allocator.wanted()
+    if found is None:
+        pytest.skip("neither tcmalloc nor jemalloc is installed (scripts/test installs tcmalloc as root)")
+    assert _malloc_of_a_process(found[1]) == found[0]
 
 
 def _train(tmp_path, name, tiny_model_dir, data, **env):
@@ -40,6 +56,7 @@ def _train(tmp_path, name, tiny_model_dir, data, **env):
     return json.loads((out / "training_manifest.json").read_text())["device"]["allocator"]
 
 
+@pytest.mark.slow  # two training subprocesses
 def test_train_command_runs_on_the_fast_allocator_when_installed(tmp_path, tiny_model_dir):
     data = write_pairs(tmp_path / "data", n=8)
     expected = allocator.wanted()

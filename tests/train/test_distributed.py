@@ -8,6 +8,7 @@ import json
 import os
 import socket
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -58,6 +59,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two spawned gloo ranks
 def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,9 +7,12 @@ import os
 import signal
 import time
 
+import pytest
+
 from train_helpers import train_args, write_pairs
 
 
+@pytest.mark.slow  # a detached training process
 def test_background_run_and_status(run_cli, tiny_model_dir, tmp_path):
     data = write_pairs(tmp_path / "data", n=12)
     run = tmp_path / "run"

@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from train_helpers import train_args, write_pairs
+
+pytestmark = pytest.mark.slow  # two torchrun ranks
 
 
 def test_torchrun_two_ranks_match_single_process(run_cli, tiny_model_dir, tmp_path):

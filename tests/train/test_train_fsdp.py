@@ -17,6 +17,8 @@ from safetensors.torch import load_file
 
 from train_helpers import config, train_args, write_pairs
 
+pytestmark = pytest.mark.slow  # two torchrun ranks per test
+
 # 14 training pairs = 7 micro-batches an epoch, so each epoch's last step has 3 for 2 ranks; 5
 # validation pairs = 3 batches; rows of up to 64 tokens run one per pass (--tokens-per-pass 64):
 # ranks run unequal numbers of passes, which FSDP must pad.
