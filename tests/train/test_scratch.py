@@ -163,3 +163,26 @@ def test_mens_train_scratch_tiny_end_to_end(tmp_path, run_cli):
     assert len(gen) > 0 and int(gen.max()) < 133
     text = tok.decode(gen, skip_special_tokens=True)
     assert "fn" in text or "```" in text, text  # it has at least picked up the shape of an answer
+
+
+def test_learned_bpe_tokenizer_round_trips_and_keeps_names_whole(tmp_path):
+    from transformers import AutoTokenizer
+
+    from mens.train.scratch import train_bpe_tokenizer
+
+    code = "```vox\nfn crate_count(loaves: int) to int {\n    return (loaves + 11) / 12\n}\n```"
+    texts = [f"Write `crate_count` {i}" for i in range(20)] + [code] * 20
+    tok = train_bpe_tokenizer(texts, 300)
+    assert tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[EOS]", "<|im_start|>", "<|im_end|>"]) == [0, 1, 2, 3, 4]
+    chat = tok.apply_chat_template([{"role": "user", "content": "hi `x_y` café"},
+                                    {"role": "assistant", "content": code}], tokenize=False)
+    assert tok.decode(tok(chat)["input_ids"]) == chat  # byte-level: every text round-trips
+    # A name is the same pieces after a space, a backtick or a bracket (so it can be copied).
+    pieces = [tok.tokenize(s)[1:] for s in (" loaves", "`loaves", "(loaves")]
+    assert pieces[0] == pieces[1] == pieces[2]
+    model, tok = build_model_and_tokenizer(TINY, seed=0, tokenizer=tok)
+    assert model.config.vocab_size == len(tok) and model.generation_config.eos_token_id == [4, 2]
+    save_scratch_model(model, tok, tmp_path)
+    assert AutoTokenizer.from_pretrained(tmp_path)(chat)["input_ids"] == tok(chat)["input_ids"]
+    with pytest.raises(MensError, match="at least 261"):
+        train_bpe_tokenizer(texts, 200)

@@ -173,18 +173,21 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
     from mens.train import preflight
     from mens.train.model import name_the_loss
-    from mens.train.scratch import build_model_and_tokenizer, scratch_shape
+    from mens.train.scratch import build_model_and_tokenizer, scratch_shape, train_bpe_tokenizer, training_texts
 
     shape = scratch_shape(cfg.scratch_shape, n_layer=cfg.scratch_layers, n_head=cfg.scratch_heads,
                           n_embd=cfg.scratch_width, n_inner=cfg.scratch_ffn, n_positions=cfg.scratch_positions,
                           dropout=cfg.scratch_dropout)
-    model, tokenizer = build_model_and_tokenizer(shape, cfg.seed)
+    tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text), cfg.scratch_vocab) \
+        if cfg.scratch_vocab else None
+    model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
     model.to(device)
     model.config.use_cache = False
     name_the_loss(model)
     preflight.check_seq_len(cfg.seq_len, max_positions(model.config), "--scratch-positions")
     return Built(model, tokenizer, explicit_dtype(cfg, torch.float32), save_scratch,
-                 tokenizer_source="mens.train.vox_tokenizer", scratch_shape=shape.to_dict())
+                 tokenizer_source=f"byte-level BPE, {cfg.scratch_vocab} ids, learned from the training data"
+                 if cfg.scratch_vocab else "mens.train.vox_tokenizer", scratch_shape=shape.to_dict())
 
 
 def save_scratch(run_dir: Path, model, tokenizer, weights: dict | None = None) -> None:

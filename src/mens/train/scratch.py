@@ -65,42 +65,125 @@ def scratch_shape(preset: str = "default", **overrides) -> ScratchShape:
     return ScratchShape(**fields).check()
 
 
-def gpt2_config(shape: ScratchShape):
-    """The GPT-2 config of `shape` over the 133-id VoxTokenizer vocabulary."""
+def _special_ids(tokenizer=None) -> tuple[int, int, int, int]:
+    """(vocabulary size, [PAD], [EOS], <|im_end|>) of `tokenizer` (default: the VoxTokenizer)."""
+    if tokenizer is None:
+        return VOCAB_SIZE, PAD_ID, EOS_ID, IM_END_ID
+    ids = tokenizer.convert_tokens_to_ids(["[PAD]", "[EOS]", "<|im_end|>"])
+    return len(tokenizer), ids[0], ids[1], ids[2]
+
+
+def gpt2_config(shape: ScratchShape, tokenizer=None):
+    """The GPT-2 config of `shape` over `tokenizer`'s vocabulary (default: the 133-id VoxTokenizer)."""
     from transformers import GPT2Config
 
+    vocab, pad, eos, im_end = _special_ids(tokenizer)
     return GPT2Config(
-        vocab_size=VOCAB_SIZE, n_positions=shape.n_positions, n_embd=shape.n_embd,
+        vocab_size=vocab, n_positions=shape.n_positions, n_embd=shape.n_embd,
         n_layer=shape.n_layer, n_head=shape.n_head, n_inner=shape.n_inner,
         resid_pdrop=shape.dropout, embd_pdrop=shape.dropout, attn_pdrop=shape.dropout,
         # [EOS] separates raw-text documents (so it doubles as BOS); <|im_end|> ends a chat turn.
-        bos_token_id=EOS_ID, eos_token_id=IM_END_ID, pad_token_id=PAD_ID,
+        bos_token_id=eos, eos_token_id=im_end, pad_token_id=pad,
         tie_word_embeddings=True,
     )
 
 
-def generation_config():
+def generation_config(tokenizer=None):
     """Stop on either end marker: <|im_end|> after a chat answer, [EOS] after a raw file."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(bos_token_id=EOS_ID, eos_token_id=[IM_END_ID, EOS_ID], pad_token_id=PAD_ID)
+    _, pad, eos, im_end = _special_ids(tokenizer)
+    return GenerationConfig(bos_token_id=eos, eos_token_id=[im_end, eos], pad_token_id=pad)
 
 
-def build_model_and_tokenizer(shape: ScratchShape, seed: int):
-    """A randomly initialised GPT-2 of `shape` (same `seed`, same weights) and the HF VoxTokenizer."""
+def build_model_and_tokenizer(shape: ScratchShape, seed: int, tokenizer=None):
+    """A randomly initialised GPT-2 of `shape` (same `seed`, same weights) over `tokenizer`
+    (default: the HF VoxTokenizer; or one from `train_bpe_tokenizer`)."""
     import torch
     from transformers import GPT2LMHeadModel
 
     from mens.train.vox_tokenizer import build_hf_tokenizer
 
     shape.check()
+    tokenizer = tokenizer if tokenizer is not None else build_hf_tokenizer()
     # Seed a forked RNG so building a model does not reset the caller's random stream.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = GPT2LMHeadModel(gpt2_config(shape))
-    model.generation_config = generation_config()
-    tokenizer = build_hf_tokenizer()
+        model = GPT2LMHeadModel(gpt2_config(shape, tokenizer))
+    model.generation_config = generation_config(tokenizer)
     return model, tokenizer
+
+
+# ---------------------------------------------------------------- a learned tokenizer
+
+BPE_SPECIALS = ("[PAD]", "[UNK]", "[EOS]", "<|im_start|>", "<|im_end|>")  # ids 0-4
+BPE_MIN_VOCAB = 256 + len(BPE_SPECIALS)  # the byte alphabet and the specials
+
+
+def train_bpe_tokenizer(texts, vocab_size: int):
+    """A byte-level BPE tokenizer of `vocab_size` ids learned from `texts` (deterministic for the
+    same texts), with the VoxTokenizer's special tokens and ChatML template.
+
+    Why: the VoxTokenizer spends one id per character (bar keywords), so a CPU-sized model sees
+    a few hundred programs a minute; a BPE learned on the run's own code merges indentation,
+    keywords, types and common names, and the same steps see about 3x more code (measured in
+    docs/scratch.md). Byte-level, so no text is ever [UNK]."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from mens.hf import CHATML_TEMPLATE
+
+    if vocab_size < BPE_MIN_VOCAB:
+        raise MensError(f"a byte-level BPE needs at least {BPE_MIN_VOCAB} ids, got {vocab_size}",
+                        "scratch_vocab", f"use 0 (the VoxTokenizer) or at least {BPE_MIN_VOCAB}")
+    tok = Tokenizer(models.BPE())
+    # Words never absorb the space before them (GPT-2's ` ?\w+` would make `price` in
+    # `(price` and in ` price` different tokens): a name is the same pieces wherever it stands,
+    # so the model can copy a name from the prompt into code. `_` is a piece of its own, so
+    # `bucket_weight` shares `weight` with the prose; a whitespace run (newline + indent) is one.
+    words = pre_tokenizers.Split(Regex(r"[A-Za-z0-9]+|_|[^\w\s]+|\s+"), behavior="isolated")
+    tok.pre_tokenizer = pre_tokenizers.Sequence([words, pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                   use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIALS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+
+    def special(text: str) -> AddedToken:
+        return AddedToken(text, special=True, normalized=False, lstrip=False, rstrip=False, single_word=False)
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=special("[PAD]"), unk_token=special("[UNK]"), bos_token=special("[EOS]"),
+        eos_token=special("<|im_end|>"), additional_special_tokens=[special("<|im_start|>"), special("<|im_end|>")],
+        clean_up_tokenization_spaces=False, padding_side="right")
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+def training_texts(data_dir: str | Path | None, raw_text: str | Path | None = None):
+    """The text a run trains on, for learning its tokenizer: every message of the pairs in
+    `data_dir`'s train.jsonl (and val.jsonl), then the files under `raw_text`."""
+    from mens.records import iter_jsonl
+
+    if data_dir is not None:
+        for name in ("train.jsonl", "val.jsonl"):
+            path = Path(data_dir) / name
+            if not path.is_file():
+                continue
+            for _, obj in iter_jsonl(path, skipped=[]):  # preflight reports bad lines
+                if not isinstance(obj, dict):
+                    continue
+                for msg in obj.get("messages") or []:
+                    if isinstance(msg, dict) and isinstance(msg.get("content"), str):
+                        yield msg["content"]
+                for key in ("system", "prompt", "response"):
+                    if isinstance(obj.get(key), str):
+                        yield obj[key]
+    if raw_text is not None:
+        for path in raw_text_files(raw_text):
+            text = _read_text(path)
+            if text:
+                yield text
 
 
 # ---------------------------------------------------------------- raw-text pre-training
