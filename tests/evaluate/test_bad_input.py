@@ -123,6 +123,7 @@ CASES = {
     "bench-missing-model-flag": (["bench", "--bench", "{t}/bench.jsonl"], 2,
                                  "the following arguments are required: --model (mens bench)"),
     # bench: device
+    "bench-device-cuda-absent": (B + ["--device", "cuda"], 2, "--device cuda, but this machine has no usable CUDA device"),
     "bench-device-bogus": (B + ["--device", "tpu"], 2, "unknown device 'tpu' (--device)"),
     "bench-device-bad-index": (B + ["--device", "cuda:x"], 2, "unknown device 'cuda:x'"),
     # bench: bench files
@@ -266,7 +267,12 @@ def adapter_run(make_adapter_run):
 
 
 @pytest.mark.parametrize("argv, code, phrase", CASES.values(), ids=CASES.keys())
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path, run_cli, tiny_model_dir, adapter_run, argv, code, phrase):
+def test_bad_input_is_one_line_and_writes_nothing(request, tmp_path, run_cli, tiny_model_dir, adapter_run, argv, code,
+                                                  phrase):
+    import torch
+
+    if request.node.callspec.id.endswith("cuda-absent") and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
     fill = dict(t=tmp_path, model=tiny_model_dir, run=adapter_run)
     inputs(tmp_path, tiny_model_dir, adapter_run, " ".join(argv))
     assert_one_line_error(run_cli, [a.format(**fill) for a in argv], code, phrase.format(**fill),
