@@ -1,0 +1,113 @@
+"""kill -9 at random points of training — between steps, inside a checkpoint write, inside the
+final save — then rerunning the same command: the resumed run's step losses are exactly the
+uninterrupted run's, and no temp file of the killed process is left after the rerun.
+
+Slow (each kill is a fresh `python -m mens train` process): `pytest -m slow`."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from train_helpers import config, train_args, write_pairs
+
+pytestmark = pytest.mark.slow
+COMMON = dict(backend="lora", max_steps=6, lr=5e-3, lora_dropout=0.1, seq_len=128, save_interval=1,
+              keep_checkpoints=2)
+
+
+def _step_losses(run: Path) -> dict[int, float]:
+    """The loss of each step in telemetry; a step logged again after a resume keeps the last."""
+    losses = {}
+    path = run / "telemetry.jsonl"
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the torn last line of a killed process
+            if ev.get("event") == "step":
+                losses[ev["step"]] = ev["loss"]
+    return losses
+
+
+def _leftovers(run: Path) -> list[str]:
+    names = [p for p in run.rglob(".*") if p.name != ".mens-probe"]
+    return sorted(str(p.relative_to(run)) for p in names)
+
+
+def _kill_during(argv: list[str], run: Path, after_step: int, delay: float) -> int:
+    """Start `mens train`, wait until it has logged `after_step` steps, wait `delay` more, kill -9;
+    the process's return code (-9 when the kill landed, 0 when it had finished first)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mens", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, MENS_QUIET="1"))
+    try:
+        deadline = time.time() + 240
+        while proc.poll() is None and time.time() < deadline:
+            if len(_step_losses(run)) >= after_step:
+                time.sleep(delay)
+                break
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return proc.returncode
+
+
+def test_kill_9_anywhere_then_resume_is_exact(tiny_model_dir, tmp_path):
+    from mens.train.loop import train
+
+    data = write_pairs(tmp_path / "data", n=40)
+    whole = train(config(tiny_model_dir, data, tmp_path / "whole", **COMMON))
+    assert whole.status == "completed"
+
+    rng = random.Random(int(os.environ.get("MENS_KILL_SEED", "0")))
+    run = tmp_path / "killed"
+    argv = train_args(tiny_model_dir, data, run, **COMMON)
+    for _ in range(3):  # three kills at random points, each resumed by the next start
+        before = len(_step_losses(run))
+        after = min(before + rng.randint(1, 2), 5)
+        code = _kill_during(argv, run, after_step=after, delay=rng.uniform(0.0, 0.3))
+        assert code == -signal.SIGKILL, f"the run ended by itself (exit {code}) before the kill"
+        assert len(_step_losses(run)) >= after
+    resumed = train(config(tiny_model_dir, data, run, **COMMON))
+    assert resumed.status in ("completed", "already-completed")
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    got = _step_losses(run)
+    assert sorted(got) == list(range(1, 7))
+    assert [got[s] for s in range(1, 7)] == pytest.approx([round(x, 6) for x in whole.losses], rel=1e-6, abs=1e-6)
+    assert _leftovers(run) == [], "temp files of a killed run are still there"
+
+
+def test_a_killed_checkpoint_write_leaves_temps_the_next_run_removes(tiny_model_dir, tmp_path):
+    """The leftovers of a write killed half-way (planted where a kill -9 leaves them) are gone
+    after the next run, which resumes from the newest intact checkpoint."""
+    import tempfile
+
+    from mens.train.loop import train
+
+    data = write_pairs(tmp_path / "data", n=40)
+    run = tmp_path / "run"
+    common = dict(COMMON, max_steps=4)
+
+    def stop_at_2(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    assert train(config(tiny_model_dir, data, run, **common), on_step=stop_at_2).status == "interrupted"
+    half = Path(tempfile.mkdtemp(prefix=".step-3.", suffix=".tmp", dir=run / "checkpoints"))
+    (half / "optimizer.pt").write_bytes(b"half a file")
+    Path(tempfile.mkdtemp(prefix=".save.", dir=run)).joinpath("adapter_model.safetensors").write_bytes(b"x")
+    Path(tempfile.mkstemp(prefix=".training_manifest.json.", suffix=".tmp", dir=run)[1]).write_text("{")
+    assert len(_leftovers(run)) == 3
+    assert train(config(tiny_model_dir, data, run, **common)).status == "completed"
+    assert _leftovers(run) == []
