@@ -1,4 +1,4 @@
-"""The checks every table-driven bad-input test makes (tests/*/test_bad_input.py): exit code, a
+"""The checks every table-driven bad-input test makes (tests/*/test*_bad_input.py): exit code, a
 single `mens: error: …` line holding the expected phrase, no traceback, nothing written."""
 
 from __future__ import annotations
