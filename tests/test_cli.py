@@ -19,3 +19,59 @@ def test_help_lists_commands_and_is_fast():
 def test_unknown_command_exits_2():
     out = subprocess.run([sys.executable, "-m", "mens", "nope"], capture_output=True, text=True)
     assert out.returncode == 2
+
+
+# ---------------------------------------------------------------- the one edge for errors
+
+def test_argparse_errors_are_one_line_and_help_is_untouched(run_cli, capsys):
+    import pytest
+
+    code, out, err = run_cli("bench", "--model", "m", "--bench", "b", "--limit", "ten")
+    assert code == 2 and out == ""
+    assert err == ("mens: error: argument --limit: invalid int value: 'ten' (mens bench) — see `mens bench --help`\n")
+    code, _, err = run_cli("corpus", "validate")
+    assert code == 2 and err.count("\n") == 1 and "(mens corpus validate)" in err
+    with pytest.raises(SystemExit) as exit_:
+        run_cli("bench", "--help")
+    assert exit_.value.code == 0 and "usage: mens bench" in capsys.readouterr().out
+
+
+def _raising(exc):
+    def cmd(args):
+        raise exc
+    return cmd
+
+
+def test_leftover_errors_become_one_line_with_the_path(run_cli, monkeypatch):
+    import errno
+    import json
+
+    import mens.train.cli as train_cli
+
+    cases = [
+        (PermissionError(errno.EACCES, "Permission denied", "/x/y"), "mens: error: permission denied (/x/y) — "),
+        (IsADirectoryError(errno.EISDIR, "Is a directory", "/x/d"), "mens: error: is a folder, not a file (/x/d)"),
+        (OSError(errno.ENOSPC, "No space left on device", "/x/f"), "no space left on the device (/x/f)"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid"),
+         "mens: error: not UTF-8 text (byte 0)"),
+        (RecursionError("maximum recursion depth exceeded"), "input nested too deeply to read"),
+        (json.JSONDecodeError("Expecting value", "x", 0), "mens: error: malformed JSON: Expecting value"),
+    ]
+    for exc, phrase in cases:
+        monkeypatch.setattr(train_cli, "cmd_probe", _raising(exc))
+        code, out, err = run_cli("probe")
+        assert code == 2 and "Traceback" not in err and err.count("\n") == 1, err
+        assert err.startswith(phrase) or phrase in err, err
+
+
+def test_debug_keeps_the_traceback_and_a_bug_stays_a_bug(run_cli, monkeypatch):
+    import pytest
+
+    import mens.train.cli as train_cli
+
+    monkeypatch.setattr(train_cli, "cmd_probe", _raising(FileNotFoundError(2, "No such file", "/x/z")))
+    code, _, err = run_cli("--debug", "probe")
+    assert code == 2 and "Traceback" in err and err.strip().endswith("no such file or folder (/x/z) — check the path")
+    monkeypatch.setattr(train_cli, "cmd_probe", _raising(ZeroDivisionError("a bug")))
+    with pytest.raises(ZeroDivisionError):
+        run_cli("probe")
