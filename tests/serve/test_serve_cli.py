@@ -184,7 +184,7 @@ def _truncate(path):
 ])
 def test_a_corrupt_model_is_a_one_line_error(tiny_model_dir, tmp_path, run_cli, damage, needle):
     model = _corrupt_copy(tiny_model_dir, tmp_path, "model", damage)
-    _one_line_error(*run_cli("serve", str(model))[::2], needle)
+    _one_line_error(*run_cli("serve", str(model), "--port", "0")[::2], needle)   # port 0: any free one
 
 
 @pytest.mark.parametrize("damage,needle", [
@@ -194,5 +194,5 @@ def test_a_corrupt_model_is_a_one_line_error(tiny_model_dir, tmp_path, run_cli, 
 ])
 def test_a_corrupt_adapter_is_a_one_line_error(make_adapter_run, tiny_model_dir, tmp_path, run_cli, damage, needle):
     run = _corrupt_copy(make_adapter_run("serve-corrupt"), tmp_path, "run", damage)
-    _one_line_error(*run_cli("serve", str(run))[::2], needle)
-    _one_line_error(*run_cli("serve", str(tiny_model_dir), "--adapter", f"x={run}")[::2], needle)
+    _one_line_error(*run_cli("serve", str(run), "--port", "0")[::2], needle)
+    _one_line_error(*run_cli("serve", str(tiny_model_dir), "--adapter", f"x={run}", "--port", "0")[::2], needle)

@@ -302,7 +302,7 @@ def build_server(model_or_run: str, *, adapters: dict[str, str] | None = None, n
                  grammar: str | None = None, device: str = "auto", dtype: str | None = None,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_prompt_tokens: int | None = None):
     """Load the model (and adapters), start the engine, build the app → (app, engine)."""
-    from mens.merge import CHATML_TEMPLATE
+    from mens.hf import ensure_chat_template
     from mens.serve.preflight import load_checked
 
     constraint = None
@@ -311,8 +311,7 @@ def build_server(model_or_run: str, *, adapters: dict[str, str] | None = None, n
 
         constraint = Constraint.for_language(grammar)
     model, tokenizer, info = load_checked(model_or_run, adapters=adapters, device=device, dtype=dtype, name=name)
-    if tokenizer.chat_template is None:  # `mens train` formats chats as ChatML when the base has no template
-        tokenizer.chat_template = CHATML_TEMPLATE
+    ensure_chat_template(tokenizer)  # ChatML when the base has none, as `mens train` formats chats
     models = info["models"]
     engine = Engine(model, tokenizer, context_window=info["context_window"], max_batch=max_batch,
                     queue_size=queue_size, grammar=constraint,

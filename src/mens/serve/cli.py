@@ -73,7 +73,7 @@ def register(sub) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from mens.merge import format_report, merge_run, report_json
+    from mens.export.merge import format_report, merge_run, report_json
 
     report = merge_run(args.run, args.out, dtype=args.dtype, max_shard_size=args.max_shard_size)
     print(report_json(report) if args.json else format_report(report))
@@ -107,10 +107,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     from mens.progress import say
     from mens.serve.app import build_server
-    from mens.serve.preflight import bind, check_device
+    from mens.serve.preflight import bind, check_device, check_sources
 
-    check_device(args.device)
-    sock = bind(args.host, limits.port)     # a busy port is reported now, not after loading the model
+    check_device(args.device)               # everything that can be checked before the model loads
+    check_sources(args.model, adapters)
+    if args.grammar:
+        from mens.serve.grammar import Constraint
+
+        Constraint.for_language(args.grammar)
+    sock = bind(args.host, limits.port)     # held from here, so nothing takes the port while the model loads
     try:
         app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
                                    max_batch=limits.max_batch, queue_size=limits.queue_size, grammar=args.grammar,

@@ -89,17 +89,27 @@ def check_files(path: str | Path) -> None:
             raise MensError(f"corrupt safetensors file: {_first_line(exc)}", str(f), _FIX) from None
 
 
-def load_checked(model_or_run: str, *, adapters: dict[str, str] | None = None, device: str = "auto",
-                 dtype: str | None = None, name: str | None = None):
-    """`mens.inference.load_model` after `check_files` on the model, its base and each adapter;
-    any other failure to load is a one-line error naming MODEL_OR_RUN instead of a traceback."""
-    from mens.inference import adapter_base, is_adapter_run, load_model
+def check_sources(model_or_run: str, adapters: dict[str, str] | None = None) -> None:
+    """`check_files` on the model, each adapter run and their bases; every --adapter is a run."""
+    from mens.inference import adapter_base, is_adapter_run
 
-    check_device(device)
     for path in [model_or_run, *(adapters or {}).values()]:
         check_files(path)
         if is_adapter_run(path):
             check_files(adapter_base(path))
+    for run in (adapters or {}).values():
+        if not is_adapter_run(run):
+            raise MensError("not an adapter run (no adapter_config.json)", str(run), "give a run dir of mens train")
+
+
+def load_checked(model_or_run: str, *, adapters: dict[str, str] | None = None, device: str = "auto",
+                 dtype: str | None = None, name: str | None = None):
+    """`mens.inference.load_model` after `check_device` and `check_sources`; any other failure
+    to load is a one-line error naming MODEL_OR_RUN instead of a traceback."""
+    from mens.inference import load_model
+
+    check_device(device)
+    check_sources(model_or_run, adapters)
     try:
         return load_model(model_or_run, adapters=adapters, device=device, dtype=dtype, name=name)
     except MensError:
