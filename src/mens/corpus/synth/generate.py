@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,8 +104,24 @@ class SynthStats:
                 "by_category": dict(sorted(self.by_category.items())), "failures": self.failures}
 
 
+# `fn name(params) [uses effects] to Type {` at the start of a line: a signature a prompt can quote.
+_SIGNATURE = re.compile(r"^(?:pub )?fn (\w+)(\([^)\n]*\)(?: uses [\w, ]+)? to [^{\n]+?) \{", re.M)
+
+
+def with_signature(prompt: str, code: str) -> str:
+    """The prompt with its first quoted function name (`` `name` ``) given its signature from the
+    code (`` `name(x: int) to int` ``), as a user who knows the interface writes it; unchanged
+    when the code declares no such function."""
+    for m in _SIGNATURE.finditer(code):
+        quoted = f"`{m.group(1)}`"
+        if quoted in prompt:
+            return prompt.replace(quoted, f"`{m.group(1)}{m.group(2)}`", 1)
+    return prompt
+
+
 def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
-    """An endless seeded stream of (template name, draft, prompt, domain), unchecked."""
+    """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Half the
+    prompts that name a function quote its whole signature."""
     rng = random.Random(seed)
     names = list(TEMPLATES)
     while True:
@@ -113,6 +130,8 @@ def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
             entity = rng.choice(ENTITIES)
             draft = TEMPLATES[name](Ctx(rng, entity))
             prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
+            if rng.random() < 0.5:
+                prompt = with_signature(prompt, draft.code)
             yield name, draft, prompt[0].upper() + prompt[1:], entity.domain
 
 

@@ -133,6 +133,10 @@ PHRASINGS = (
     "Vox: {noun} that {what}.",
     "Give me {noun} (Vox) that {what}.",
     "Generate Vox source for {noun} which {what}.",
+    "Using the Vox language, write {noun}: it {what}.",
+    "Produce {noun} in Vox. It {what}.",
+    "Express {noun} in Vox; it {what}.",
+    "Please code {noun} in Vox that {what}.",
 )
 
 _NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
