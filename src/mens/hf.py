@@ -283,3 +283,61 @@ def max_positions(config) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+# ---------------------------------------------------------------- checks before loading
+
+_FIX = "restore the file, or re-run the mens command that wrote it (train, merge)"
+
+
+def check_device(device: str) -> None:
+    """`auto`, `cpu`, `cuda`, `cuda:N`, `mps` — and the device must be present on this machine."""
+    import torch
+
+    if device == "auto":
+        return
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise MensError(f"unknown device {device!r}", "--device", "use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise MensError(f"--device {device}, but this machine has no usable CUDA device", "--device",
+                            "use --device cpu (or auto)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise MensError(f"--device {device}, but this machine has {torch.cuda.device_count()} CUDA device(s)",
+                            "--device", f"use cuda:0 … cuda:{torch.cuda.device_count() - 1}")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise MensError(f"--device {device}, but MPS is not available here", "--device", "use --device cpu")
+    elif dev.type != "cpu":
+        raise MensError(f"unsupported device {device!r}", "--device", "use auto, cpu, cuda or cuda:N")
+
+
+def check_files(path: str | Path) -> None:
+    """Every JSON file of a model or run directory parses, every safetensors header is whole.
+    Hub ids (not a directory here) are left to the loader."""
+    p = Path(path)
+    if not p.is_dir():
+        return
+    for f in sorted(p.glob("*.json")):
+        try:
+            json.loads(f.read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise MensError(f"corrupt JSON file: {first_line(exc)}", str(f), _FIX) from None
+        except OSError as exc:
+            raise MensError(f"cannot read the file: {exc.strerror}", str(f), "check its permissions") from None
+    for f in sorted(p.glob("*.safetensors")):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(f), framework="pt"):
+                pass
+        except Exception as exc:  # SafetensorError (not exported under a stable name), OSError
+            raise MensError(f"corrupt safetensors file: {first_line(exc)}", str(f), _FIX) from None
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (libraries put whole dumps in their messages), at most 160 chars."""
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:160]

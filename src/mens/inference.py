@@ -30,7 +30,7 @@ def load_model(path_or_id: str | Path, *, adapters: dict[str, str] | None = None
     """(model, tokenizer, info). `adapters` maps served names to run dirs whose adapters are
     loaded over the same base. info: base, device, dtype, models {served name: peft adapter
     name or None}, default (the served name of `path_or_id`), manifest, context_window."""
-    from mens.serve.preflight import check_device, check_files
+    from mens.hf import check_device, check_files
 
     source = str(path_or_id)
     check_source(source)

@@ -21,7 +21,7 @@ def check_bench_args(model: str | Path, bench: str | Path, *, k: int, n: int | N
                      out: str | Path | None, train_data: list[str | Path] | None) -> None:
     """`mens bench` (and the pipeline's bench stage): numbers, device, files, output."""
     from mens.hf import check_source
-    from mens.serve.preflight import check_device, check_files
+    from mens.hf import check_device, check_files
 
     at_least(k, 1, "-k")
     at_least(n, 1, "--samples")

@@ -140,7 +140,7 @@ def check_merge_args(run: Path, out: Path, max_shard_size: str) -> None:
     parses, every safetensors header is whole, the base's too), the output folder, the shard size."""
     import re
 
-    from mens.serve.preflight import check_files
+    from mens.hf import check_files
     from mens.train.preflight import check_writable_dir
 
     if run.is_file():

@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 
+from mens.hf import stop_token_ids
 from mens.progress import say
 
 
@@ -91,7 +92,7 @@ class Engine:
         self.grammar = grammar                    # a serve.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
-        self.eos_ids = _eos_ids(model, tokenizer)
+        self.eos_ids = stop_token_ids(model, tokenizer) or [0]
         self._chooser = None                      # built now, before the first request waits on it
         if grammar is not None:
             from mens.serve.grammar import TokenChooser
@@ -403,18 +404,6 @@ def _hold_back(text: str, stops: tuple[str, ...]) -> str:
                 break
     text = text[:cut]
     return text.rstrip("\ufffd")
-
-
-def _eos_ids(model, tokenizer) -> list[int]:
-    ids: list[int] = []
-    gen = getattr(model, "generation_config", None)
-    if gen is not None and gen.eos_token_id is not None:
-        ids += gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
-    for tok in (tokenizer.eos_token, "<|im_end|>", "<|endoftext|>"):
-        tid = tokenizer.convert_tokens_to_ids(tok) if tok else None
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
-            ids.append(tid)
-    return list(dict.fromkeys(i for i in ids if i is not None)) or [0]
 
 
 _ids = itertools.count(1)

@@ -1,44 +1,18 @@
 """Checks `mens serve` makes before loading a model, each a one-line MensError (exit 2) naming the
-flag or file and the fix: the device exists, the port can be bound (the bound socket is handed to
-uvicorn, so nothing can take it in between), and the model's and adapters' files are readable —
-every JSON file parses and every safetensors header is whole — so a corrupt file is reported by
-name instead of as a library traceback halfway through loading.
+flag or file and the fix: the device exists and the model's and adapters' files are readable
+(`mens.hf.check_device` / `check_files`, shared with train, bench and merge), and the port can be
+bound (the bound socket is handed to uvicorn, so nothing can take it in between).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import socket
-from pathlib import Path
 
 from mens.errors import MensError
+from mens.hf import check_device, check_files, first_line
 
-_FIX = "restore the file, or re-run the mens command that wrote it (train, merge)"
-
-
-def check_device(device: str) -> None:
-    """`auto`, `cpu`, `cuda`, `cuda:N`, `mps` — and the device must be present on this machine."""
-    import torch
-
-    if device == "auto":
-        return
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise MensError(f"unknown device {device!r}", "--device", "use auto, cpu, cuda or cuda:N") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise MensError(f"--device {device}, but this machine has no usable CUDA device", "--device",
-                            "use --device cpu (or auto)")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise MensError(f"--device {device}, but this machine has {torch.cuda.device_count()} CUDA device(s)",
-                            "--device", f"use cuda:0 … cuda:{torch.cuda.device_count() - 1}")
-    elif dev.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise MensError(f"--device {device}, but MPS is not available here", "--device", "use --device cpu")
-    elif dev.type != "cpu":
-        raise MensError(f"unsupported device {device!r}", "--device", "use auto, cpu, cuda or cuda:N")
+__all__ = ["bind", "check_device", "check_files", "check_sources", "load_checked"]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -64,29 +38,6 @@ def bind(host: str, port: int) -> socket.socket:
                         "give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from None
     sock.set_inheritable(True)
     return sock
-
-
-def check_files(path: str | Path) -> None:
-    """Every JSON file of a model or run directory parses, every safetensors header is whole.
-    Hub ids (not a directory here) are left to the loader."""
-    p = Path(path)
-    if not p.is_dir():
-        return
-    for f in sorted(p.glob("*.json")):
-        try:
-            json.loads(f.read_bytes())
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise MensError(f"corrupt JSON file: {_first_line(exc)}", str(f), _FIX) from None
-        except OSError as exc:
-            raise MensError(f"cannot read the file: {exc.strerror}", str(f), "check its permissions") from None
-    for f in sorted(p.glob("*.safetensors")):
-        from safetensors import safe_open
-
-        try:
-            with safe_open(str(f), framework="pt"):
-                pass
-        except Exception as exc:  # SafetensorError (not exported under a stable name), OSError
-            raise MensError(f"corrupt safetensors file: {_first_line(exc)}", str(f), _FIX) from None
 
 
 def check_sources(model_or_run: str, adapters: dict[str, str] | None = None) -> None:
@@ -115,10 +66,5 @@ def load_checked(model_or_run: str, *, adapters: dict[str, str] | None = None, d
     except MensError:
         raise
     except Exception as exc:
-        raise MensError(f"cannot load the model: {type(exc).__name__}: {_first_line(exc)}", str(model_or_run),
+        raise MensError(f"cannot load the model: {type(exc).__name__}: {first_line(exc)}", str(model_or_run),
                         "check the model's and adapters' files (mens --debug serve … shows the traceback)") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__

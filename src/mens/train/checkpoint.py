@@ -21,6 +21,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mens.hf import first_line
 from mens.records import atomic_path
 
 CHECKPOINTS = "checkpoints"
@@ -184,7 +185,7 @@ def check_files(path: str | Path) -> None:
         try:
             record = json.loads((path / FILES).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise CorruptCheckpoint(f"{FILES} unreadable ({_first_line(exc)})") from None
+            raise CorruptCheckpoint(f"{FILES} unreadable ({first_line(exc)})") from None
         if not isinstance(record, dict):
             raise CorruptCheckpoint(f"{FILES} is not a mapping of file: size")
         for name, want in record.items():
@@ -263,7 +264,7 @@ def read_checkpoint(path: str | Path) -> dict:
         out["progress"] = Progress(**json.loads((path / current).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError,
             SafetensorError, RecursionError) as exc:
-        raise CorruptCheckpoint(f"{current} cannot be loaded ({_first_line(exc)})") from None
+        raise CorruptCheckpoint(f"{current} cannot be loaded ({first_line(exc)})") from None
     if not isinstance(out["rng"], list) or not out["rng"]:
         raise CorruptCheckpoint("rng.json holds no RNG states")
     return out
@@ -282,11 +283,6 @@ def _plain_rng(states: list[dict]) -> list[dict]:
             plain["cuda"] = [t.tolist() for t in s["cuda"]]
         out.append(plain)
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:160]
 
 
 def load_checkpoint(path: str | Path, model, optimizer, scheduler, rank: int = 0) -> Progress:

@@ -99,7 +99,7 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
 def check_model_files(model_dir: str) -> None:
     """A local base model needs a config and a tokenizer; every JSON file of it parses and every
     safetensors header is whole (the weights themselves are checked by loading)."""
-    from mens.serve.preflight import check_files
+    from mens.hf import check_files
 
     root = Path(model_dir)
     if not (root / "config.json").is_file():
