@@ -86,3 +86,15 @@ def make_adapter_run(tmp_path_factory, tiny_model_dir):
         return run
 
     return _make
+
+
+# Tests on a live HTTP server (these fixtures start one) are `slow`, like the subprocess, torchrun,
+# pipeline and browser tests marked in their modules: `bash scripts/test -m "not slow"` is the
+# quick loop; the default run and CI run everything.
+_LIVE_SERVER_FIXTURES = {"live_server", "small_server"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if _LIVE_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

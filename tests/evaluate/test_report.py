@@ -62,6 +62,7 @@ def test_report_is_self_contained(tmp_path, run_cli):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+@pytest.mark.slow  # headless Chromium
 def test_report_renders_in_headless_chromium(tmp_path):
     from mens.evaluate.report import write_report
 

@@ -201,6 +201,7 @@ def test_body_and_prompt_caps(small_server):
     assert_still_serving(small_server)
 
 
+@pytest.mark.slow  # a live server
 def test_health_reports_an_engine_that_is_not_running(tiny_model_dir):
     from mens.serve.app import build_server
 

@@ -13,6 +13,7 @@ import pytest
 from live_server import LiveServer, _free_port
 
 
+@pytest.mark.slow  # `mens serve` in a subprocess
 def test_mens_serve_command_answers_the_openai_client(make_adapter_run):
     run = make_adapter_run("serve-cli-run", seed=5, copy_tokenizer=False)
     port = _free_port()
@@ -40,6 +41,7 @@ def test_mens_serve_command_answers_the_openai_client(make_adapter_run):
         proc.wait(timeout=20)
 
 
+@pytest.mark.slow  # a live server
 def test_full_queue_answers_429_and_recovers(tiny_model_dir):
     from mens.serve.app import build_server
 
@@ -90,6 +92,7 @@ def test_bad_adapter_flag_is_a_user_error(tiny_model_dir, run_cli):
     assert code == 2 and "not an adapter run" in err
 
 
+@pytest.mark.slow  # a live server
 def test_a_client_that_hangs_up_frees_its_rows(tiny_model_dir, tmp_path):
     import json
     import shutil
