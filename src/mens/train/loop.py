@@ -87,16 +87,17 @@ def train(cfg: TrainConfig, force_restart: bool = False,
             return
         from mens.evaluate.bench import bench_callback
 
-        started = time.time()
+        started, rates = time.time(), {}
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dropout_off(model):
             pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
-                                       system=cfg.system_prompt)
+                                       system=cfg.system_prompt, rates=rates)
         elapsed = time.time() - started
         t_session += elapsed
         t_log += elapsed
-        telemetry.event("bench", prog.step, pass_at_1=round(pass_at_1, 4), tasks=cfg.bench_limit)
+        telemetry.event("bench", prog.step, pass_at_1=round(pass_at_1, 4),
+                        parse_rate=round(rates.get("parse_rate", 0.0), 4), tasks=cfg.bench_limit)
         if plain_lines:
-            say(f"step {prog.step}  bench pass@1 {pass_at_1:.3f}")
+            say(f"step {prog.step}  bench pass@1 {pass_at_1:.3f}  parses {rates.get('parse_rate', 0.0):.3f}")
 
     def checkpoint(reason: str) -> None:
         states = [rng_state()]
