@@ -2,6 +2,8 @@
 and what depends on it after a source changes, plans with --dry-run, stops at a failure."""
 
 import json
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -51,7 +53,7 @@ def project(tmp_path):
         "generate_data": {"count": 30},
         "scratch": {"scratch_shape": "tiny", "max_steps": 3, "seq_len": 128, "eval_interval": 0, "save_interval": 0},
         "train": {"max_steps": 2, "seq_len": 128, "eval_interval": 0, "save_interval": 0},
-        "bench": {"path": "bench.jsonl", "max_new_tokens": 8},
+        "bench": {"path": "bench.jsonl", "max_new_tokens": 8, "grammar": "vox"},
         "gate": {"policy": "gates.yaml"},
     }
     (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(config))
@@ -84,6 +86,11 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
         assert (run / name).is_file(), name
     assert json.loads((run / "gate_receipt.json").read_text())["passed"] is True
     assert f"mens serve {run}" in out
+    # The bench ran free, in grammar mode and on the base, and the summary says how good the model is.
+    res = json.loads((run / "benchmark_results.json").read_text())
+    assert res["grammar"]["lang"] == "vox" and Path(res["base"]["model"]).name == "base"
+    assert res["vs_base"]["pass_at_1_drop"] == res["base"]["pass_at_1"] - res["pass_at_1"]
+    assert list(res)[-1] == "items" and "Model quality: " in out and "with --grammar vox" in out
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
     assert list(state["stages"]) == STAGE_NAMES
 

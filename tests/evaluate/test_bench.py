@@ -109,3 +109,19 @@ def test_bench_callback_and_user_errors(tmp_path, tiny_model_dir, run_cli):
     assert code == 2 and "--temperature" in err
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", tmp_path / "none")
     assert code == 2 and "bench not found" in err
+
+
+def test_grammar_mode_keeps_every_answer_a_viable_prefix(tiny_model_dir):
+    """`generate(..., grammar="vox")` (the bench's grammar mode): a random model's answers, which
+    are never Vox, become code the Vox pack accepts as far as it goes."""
+    from mens.evaluate.bench import code_of, generate
+    from mens.inference import load_model
+    from mens.lang import get_pack
+
+    model, tok, _ = load_model(tiny_model_dir, device="cpu")
+    prompts = ["Write a Vox function that adds two ints.", "Define a Vox type for a point."]
+    free = generate(model, tok, prompts, max_new_tokens=12, batch_size=2)
+    constrained = generate(model, tok, prompts, max_new_tokens=12, batch_size=2, grammar="vox")
+    pack = get_pack("vox")
+    assert all(pack.viable_prefix(code_of(r[0])) for r in constrained)
+    assert len(free) == len(constrained) == 2

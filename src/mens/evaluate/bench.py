@@ -201,12 +201,60 @@ def score_bench(tasks: list[BenchTask], responses: list[list[str]], k: int) -> d
 
 # ---------------------------------------------------------------- generation
 
+class _AnswerIsCode:
+    """The bench's view of a response: code in a fence (`mens serve --grammar`'s fence mode) when
+    it opens with one, else code from its first character (whole mode) — so an answer can never
+    escape the grammar by not opening a fence. An empty answer may not end."""
+
+    def __init__(self, constraint):
+        self.constraint = constraint
+
+    def allows(self, text: str, *, final: bool = False, prefix: str | None = None) -> bool:
+        head = text.lstrip()
+        if not head:
+            return not final
+        if head.startswith("`"):
+            return self.constraint.allows(text, final=final)
+        return self.constraint.allows(text, final=final, prefix="")
+
+
+class GrammarProcessor:
+    """A `transformers` logits processor for grammar mode (`--grammar vox`): in each row it keeps
+    only the token `mens.serve.grammar.TokenChooser` picks — the model's own choice (greedy, or
+    sampled at `temperature`) when the code stays a viable prefix, else the most probable token
+    that keeps it one; an end token only where the code is complete. The check is the one `mens
+    serve --grammar` runs, with the whole answer held to be code when it opens no fence."""
+
+    def __init__(self, lang: str, tokenizer, stop: list[int], prompt_len: int, temperature: float = 0.0):
+        from mens.serve.grammar import Constraint, TokenChooser
+
+        self.tokenizer, self.stop, self.prompt_len, self.temperature = tokenizer, set(stop), prompt_len, temperature
+        self.chooser = TokenChooser(_AnswerIsCode(Constraint.for_language(lang)), tokenizer, list(stop))
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        probs = torch.softmax(scores.float() / max(self.temperature, 1e-6), dim=-1)
+        for row in range(scores.shape[0]):
+            generated = input_ids[row, self.prompt_len:].tolist()
+            if self.stop.intersection(generated):
+                continue  # this row has ended; generate() pads it
+            token = int(torch.multinomial(probs[row], 1)) if self.temperature > 0 else int(scores[row].argmax())
+            text = self.tokenizer.decode(generated, skip_special_tokens=True)
+            chosen = self.chooser.choose(text, generated, token, None, probs[row])
+            scores[row] = torch.where(torch.arange(scores.shape[1], device=scores.device) == chosen, 0.0,
+                                      float("-inf"))
+        return scores
+
+
 def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: float = 0.0, seed: int = 0,
              max_new_tokens: int = 256, batch_size: int = 8, system: str | None = None,
-             progress_bar=None) -> list[list[str]]:
+             progress_bar=None, grammar: str | None = None) -> list[list[str]]:
     """n responses per prompt. Batched with left padding; sampling is seeded per batch, so the
-    same seed, batch size and model give the same responses."""
+    same seed, batch size and model give the same responses. `grammar`: a language pack name;
+    every response's code is then kept a viable prefix of that language (`GrammarProcessor`)."""
     import torch
+    from transformers import LogitsProcessorList
 
     # Left padding for batched generation; restored afterwards, since the training loop hands
     # in the tokenizer it will save with the run.
@@ -232,6 +280,9 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
             torch.manual_seed(seed * 100_003 + b)
             sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0} \
                 if temperature > 0 else {"do_sample": False}
+            if grammar:
+                sampling = {"do_sample": False, "logits_processor": LogitsProcessorList(
+                    [GrammarProcessor(grammar, tokenizer, stop, enc["input_ids"].shape[1], temperature)])}
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=new_tokens, eos_token_id=stop,
                                      pad_token_id=tokenizer.pad_token_id, **sampling)
@@ -253,7 +304,7 @@ def _system_prompt(manifest: dict) -> str | None:
 def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int | None = None,
               temperature: float = 0.0, seed: int = 0, limit: int | None = None, max_new_tokens: int = 256,
               batch_size: int = 8, device: str = "auto", out: str | Path | None = None,
-              train_data: list[str | Path] | None = None) -> dict[str, Any]:
+              train_data: list[str | Path] | None = None, grammar: str | None = None) -> dict[str, Any]:
     """Load the model, generate n (default k) samples per task, score, and write the results."""
     from mens.evaluate.checks import check_bench_args
     from mens.inference import load_model
@@ -284,9 +335,11 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
     with progress("bench", total=len(prompts) * n) as bar:
         responses = generate(model, tokenizer, prompts, n=n, temperature=temperature, seed=seed,
                              max_new_tokens=max_new_tokens, batch_size=batch_size,
-                             system=_system_prompt(info.get("manifest") or {}), progress_bar=bar)
+                             system=_system_prompt(info.get("manifest") or {}), progress_bar=bar,
+                             grammar=grammar)
     result = {"schema": "mens.benchmark_results.v1", "model": str(model_path), "bench": str(bench), "k": k,
               "n_samples": n, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,
+              "grammar": grammar,
               "device": info.get("device"), **score_bench(tasks, responses, k),
               "wall_time_s": round(time.time() - started, 2)}
     if contamination is not None:
@@ -300,11 +353,15 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
 
 def bench_callback(model, tokenizer, bench_path: str | Path, k: int = 1, limit: int | None = 8,
                    max_new_tokens: int = 128, batch_size: int = 8, seed: int = 0,
-                   system: str | None = None) -> float:
+                   system: str | None = None, rates: dict | None = None) -> float:
     """pass@1 of the model being trained on (the first `limit` tasks of) a bench — greedy when
-    k == 1 — for `mens train --bench DIR --bench-every N`. Restores the model's train mode."""
+    k == 1 — for `mens train --bench DIR --bench-every N`. Restores the model's train mode.
+    `rates`: a dict to receive the other figures too (parse_rate, anti_stub_rate, …)."""
     loaded = load_tasks(bench_path, limit)
     prompts = [t.full_prompt(d) for t, d in loaded]
     responses = generate(model, tokenizer, prompts, n=k, temperature=0.0 if k == 1 else 0.8, seed=seed,
                          max_new_tokens=max_new_tokens, batch_size=batch_size, system=system)
-    return score_bench([t for t, _ in loaded], responses, k)["pass_at_1"]
+    scores = score_bench([t for t, _ in loaded], responses, k)
+    if rates is not None:
+        rates.update({key: v for key, v in scores.items() if key not in ("items", "by_category")})
+    return scores["pass_at_1"]

@@ -67,6 +67,28 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
         table.add_row(o.name, f"[{styles[o.status]}]{o.status}[/]", f"{o.seconds:.1f}s" if o.seconds else "—", detail)
     console.print(table)
     run = ctx.work / "run"
+    quality = None if dry_run else quality_line(run / "benchmark_results.json")
+    if quality:
+        console.print(quality)
     if not dry_run and (run / "training_manifest.json").is_file():
         console.print(f"Results: {run}/  (MODEL_CARD.md, report.html, benchmark_results.json, gate_receipt.json)")
         console.print(f"Serve the model:  mens serve {run}")
+
+
+def quality_line(results_path: Path) -> str | None:
+    """How good the model is, in one line, from its bench results (None when there are none)."""
+    import json
+
+    try:
+        res = json.loads(results_path.read_text(encoding="utf-8"))
+        line = (f"Model quality: {res['parse_rate']:.0%} of answers parse, pass@1 {res['pass_at_1']:.2f} "
+                f"on {res['n_tasks']} held-out bench tasks (greedy)")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(res.get("grammar"), dict) and "parse_rate" in res["grammar"]:
+        g = res["grammar"]
+        line += f"; with --grammar {g.get('lang', '')}: {g['parse_rate']:.0%} parse, pass@1 {g['pass_at_1']:.2f}"
+    if isinstance(res.get("base"), dict) and "parse_rate" in res["base"]:
+        b = res["base"]
+        line += f"; before the fine-tune: {b['parse_rate']:.0%} parse, pass@1 {b['pass_at_1']:.2f}"
+    return line

@@ -139,18 +139,10 @@ def save_state(work: Path, state: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- config
 
 def load_config(path: str | Path, model: str | None = None) -> Context:
-    import yaml
+    from mens.records import read_yaml
 
     path = Path(path)
-    if not path.is_file():
-        raise MensError("pipeline config not found", str(path), "give --config examples/pipeline.yaml")
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (UnicodeDecodeError, RecursionError) as err:
-        what = "is not UTF-8 text" if isinstance(err, UnicodeDecodeError) else "is nested too deeply"
-        raise MensError(f"pipeline config {what}", str(path), "give a YAML file like examples/pipeline.yaml") from None
-    except yaml.YAMLError as exc:
-        raise MensError(f"pipeline config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix it") from None
+    config = read_yaml(path, "pipeline config", "give a YAML file like examples/pipeline.yaml") or {}
     if not isinstance(config, dict):
         raise MensError("pipeline config must be a mapping", str(path), "see examples/pipeline.yaml")
     check_keys(config, str(path))
@@ -166,7 +158,8 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 _SECTION_KEYS = {
     "corpus": {"sources", "langs"},
     "generate_data": {"count", "seed"},
-    "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size"},
+    "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
+              "compare_base"},
     "gate": {"policy"},
 }
 _TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", *_SECTION_KEYS}

@@ -215,18 +215,40 @@ def _bench_params(ctx: Context) -> dict[str, Any]:
     return {"k": int(sec.get("k", 1)), "samples": sec.get("samples"), "temperature": float(sec.get("temperature", 0.0)),
             "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
             "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
-            "path": str(sec.get("path", "bench"))}
+            "path": str(sec.get("path", "bench")), "grammar": sec.get("grammar") or None,
+            "compare_base": bool(sec.get("compare_base", True))}
+
+
+# The figures of a bench run that the results document repeats for the grammar and base runs.
+_RATES = ("n_tasks", "pass_at_1", "pass_at_k", "parse_rate", "semantic_pass_rate", "anti_stub_rate")
 
 
 def _bench(ctx: Context) -> dict[str, Any]:
+    """The held-out bench on the fine-tuned run; with `bench.grammar` also in grammar mode, and
+    with `bench.compare_base` (default) also on the model the fine-tune started from, so a gate
+    can refuse a fine-tune that made the base worse (`bench.vs_base.*_drop`)."""
     from mens.evaluate.bench import run_bench
+    from mens.records import write_json_atomic
 
     p = _bench_params(ctx)
-    res = run_bench(_p(ctx, "run"), ctx.path(p["path"]), k=p["k"], n=p["samples"], temperature=p["temperature"],
-                    seed=p["seed"], limit=p["limit"], max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"],
-                    out=_p(ctx, "run", "benchmark_results.json"),
+    opts = dict(k=p["k"], n=p["samples"], temperature=p["temperature"], seed=p["seed"], limit=p["limit"],
+                max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"])
+    bench = ctx.path(p["path"])
+    res = run_bench(_p(ctx, "run"), bench, **opts,
                     train_data=[t for t in [_p(ctx, "data", "train.jsonl")] if t.is_file()])
     figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
+    if p["grammar"]:
+        constrained = run_bench(_p(ctx, "run"), bench, **opts, grammar=p["grammar"])
+        res["grammar"] = {"lang": p["grammar"], **{k: constrained[k] for k in _RATES}}
+        figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
+    if p["compare_base"]:
+        base = run_bench(_base_source(ctx), bench, **opts)
+        res["base"] = {"model": _base_source(ctx), **{k: base[k] for k in _RATES}}
+        res["vs_base"] = {"pass_at_1_drop": base["pass_at_1"] - res["pass_at_1"],
+                          "parse_rate_drop": base["parse_rate"] - res["parse_rate"]}
+        figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
+    res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
+    write_json_atomic(_p(ctx, "run", "benchmark_results.json"), res)
     if res.get("contamination", {}).get("contaminated"):
         figures["contaminated"] = len(res["contamination"]["contaminated"])
     return figures
