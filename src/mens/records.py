@@ -297,3 +297,24 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[Any]) -> int:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
     return n
+
+
+def read_yaml(path: str | Path, what: str, fix: str) -> Any:
+    """A YAML file's data (a config, a policy); every way it can be unreadable is one line naming
+    the file: missing, not UTF-8, nested too deeply, malformed (at its line)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise MensError(f"{what} not found", str(path), fix)
+    try:
+        return yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise MensError(f"{what} is not UTF-8 text", str(path), fix) from None
+    except RecursionError:
+        raise MensError(f"{what} is nested too deeply", str(path), fix) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise MensError(f"{what} is not valid YAML: {problem}", f"{path}:{mark.line + 1}" if mark else str(path),
+                        "fix the YAML") from None

@@ -55,7 +55,7 @@ CASES = {
     "stats-deep": (["corpus", "stats", "{t}/deep.jsonl", "-o", "{t}/s.json"], 2,
                    "JSON nested too deeply ({t}/deep.jsonl:2)"),
     "mix-deep-config": (["corpus", "mix", "--config", "{t}/mix_deep.yaml", "-o", "{t}/train.jsonl"], 2,
-                        "nested too deeply to read ({t}/mix_deep.yaml)"),
+                        "mix config is nested too deeply ({t}/mix_deep.yaml)"),
     # non-UTF-8 and binary inputs
     "validate-lone-surrogate": (["corpus", "validate", "{t}/surrogate.jsonl", "-o", "{t}/v.jsonl"], 2,
                                 "a lone surrogate escape ('\\ud800') is not text ({t}/surrogate.jsonl:2)"),

@@ -167,7 +167,7 @@ CASES = {
     "config-not-mapping": (flag("--config", "{t}/cfg_list.yaml"), 2, "config must be a mapping of field: value"),
     "config-binary": (flag("--config", "{t}/cfg_binary.yaml"), 2, "config file is not UTF-8 text ({t}/cfg_binary.yaml)"),
     "config-deep": (flag("--config", "{t}/cfg_deep.yaml"), 2, "config file is nested too deeply"),
-    "config-malformed": (flag("--config", "{t}/cfg_malformed.yaml"), 2, "malformed YAML"),
+    "config-malformed": (flag("--config", "{t}/cfg_malformed.yaml"), 2, "config file is not valid YAML"),
     "config-negative-steps": (T[:-2] + ["--config", "{t}/cfg_steps.yaml"], 2, "max_steps must be >= 1, got -4"),
     "config-beta-above-one": (flag("--config", "{t}/cfg_betas.yaml"), 2, "adam_betas must be in [0, 1)"),
     "config-bf16-not-bool": (flag("--config", "{t}/cfg_bf16.yaml"), 2, "bf16 must be true or false, got 'maybe'"),

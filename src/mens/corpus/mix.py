@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from mens.pipeline.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
@@ -67,13 +66,10 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
 
 def load_config(config_path: str | Path) -> MixConfig:
     """A mix.yaml → MixConfig; relative paths in it are relative to its folder."""
+    from mens.records import read_yaml
+
     path = Path(config_path)
-    if not path.is_file():
-        raise MensError("mix config not found", str(path), "give a mix.yaml (see docs/corpus.md)")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise MensError(f"mix config is not valid YAML: {str(exc).splitlines()[0]}", str(path), "fix mix.yaml") from None
+    raw = read_yaml(path, "mix config", "give a mix.yaml (see docs/corpus.md)")
     return parse_config(raw, path.parent, str(path))
 
 

@@ -23,7 +23,6 @@ every comparison, so `train.final_loss <= 1e6` is also the "loss is finite" gate
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import time
@@ -64,21 +63,10 @@ class GateResult:
 
 def load_policy(path: str | Path) -> list[Gate]:
     """Read and check a gate policy; every mistake names the gate and what to fix."""
-    import yaml
+    from mens.records import read_yaml
 
     path = Path(path)
-    if not path.is_file():
-        raise MensError("gate policy not found", str(path), "give a YAML file like examples/gates.yaml")
-    try:
-        doc = yaml.safe_load(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise MensError(f"gate policy is not UTF-8 text (byte {exc.start})", str(path),
-                        "give a YAML file like examples/gates.yaml") from None
-    except yaml.YAMLError as exc:
-        first = " ".join(str(exc).split())  # one line
-        raise MensError(f"gate policy is not valid YAML: {first}", str(path), "fix the YAML") from None
-    except RecursionError:
-        raise MensError("gate policy nested too deeply", str(path), "write gates: [{name, metric, op, threshold}]") from None
+    doc = read_yaml(path, "gate policy", "give a YAML file like examples/gates.yaml")
     raw = doc.get("gates") if isinstance(doc, dict) else None
     if not isinstance(raw, list) or not raw:
         raise MensError("gate policy needs a non-empty 'gates' list", str(path),

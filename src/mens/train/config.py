@@ -228,20 +228,9 @@ _HINTS = typing.get_type_hints(TrainConfig)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    import yaml
+    from mens.records import read_yaml
 
-    path = Path(path)
-    if not path.is_file():
-        raise MensError("config file not found", str(path), "check the --config path")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (UnicodeDecodeError, RecursionError) as err:
-        what = "is not UTF-8 text" if isinstance(err, UnicodeDecodeError) else "is nested too deeply"
-        raise MensError(f"config file {what}", str(path), "give a YAML file of TrainConfig fields") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise MensError(f"malformed YAML: {getattr(err, 'problem', err)}", where, "fix the config file") from None
+    data = read_yaml(path, "config file", "give a YAML file of TrainConfig fields (docs/training.md)") or {}
     if not isinstance(data, dict):
         raise MensError("config must be a mapping of field: value", str(path), "see docs/training.md")
     return canonical_fields(data, str(path))
