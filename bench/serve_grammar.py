@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = load_tasks(args.bench, limit=args.limit)
     prompts = [task.full_prompt(base) for task, base in tasks]
     constraint = Constraint(get_pack("vox"))
-    proc, url = start_server(model, args.clients, "vox")
+    proc, url = start_server(model, "--max-batch", str(args.clients), "--grammar", "vox")
     rows = []
     try:
         for mode in ("off", "whole"):

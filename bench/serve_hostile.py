@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,7 +37,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_load import REPO, build_model, free_port, pct  # noqa: E402
+from serve_load import REPO, build_model, pct, start_server  # noqa: E402
 
 KEY = "hostile-bench-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -85,28 +83,6 @@ BAD = {
     "unknown route": ("POST", "/v2/whatever", b"{}", AUTH),
 }
 HEAVY = {"3 MB body", "1.5 MB prompt", "deep nesting"}   # drawn less often: they cost the client too
-
-
-def start_server(model_dir: Path, log: Path):
-    port = free_port()
-    cmd = [sys.executable, "-m", "mens", "serve", str(model_dir), "--name", "m", "--port", str(port),
-           "--api-key", KEY]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "1", "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"serve_hostile: mens serve exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if time.time() > deadline:
-            proc.kill()
-            raise SystemExit("serve_hostile: mens serve did not come up in 180 s")
-        time.sleep(0.3)
 
 
 def rss_mb(pid: int) -> float:
@@ -251,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="serve-hostile-"))
     model_dir = build_model(args.model_dir or work / "model", args.layers)
     log = work / "server.log"
-    proc, url = start_server(model_dir, log)
+    proc, url = start_server(model_dir, "--api-key", KEY, name="m", log=log)
     try:
         with httpx.Client(base_url=url, timeout=300) as client:   # warm-up: memory is compared from here
             for i in range(8):

@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,19 +117,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: Path, clients: int, grammar: str | None):
+def start_server(model_dir: Path, *extra: str, name: str = "bench", log: Path | None = None):
+    """`mens serve MODEL_DIR --name NAME EXTRA…` on a free port, waited for until /health answers;
+    its output goes to `log` (else only stderr is kept, for the error message)."""
     import httpx
 
     port = free_port()
-    cmd = [sys.executable, "-m", "mens", "serve", str(model_dir), "--name", "bench", "--port", str(port),
-           "--max-batch", str(clients)] + (["--grammar", grammar] if grammar else [])
+    cmd = [sys.executable, "-m", "mens", "serve", str(model_dir), "--name", name, "--port", str(port), *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "1", "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = log.open("w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while True:
         if proc.poll() is not None:
-            raise SystemExit(f"serve_load: mens serve exited: {proc.stderr.read()[-2000:]}")
+            said = log.read_text() if log else proc.stderr.read()
+            raise SystemExit(f"mens serve exited: {said[-2000:]}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
                 return proc, url
@@ -138,7 +140,7 @@ def start_server(model_dir: Path, clients: int, grammar: str | None):
             pass
         if time.time() > deadline:
             proc.kill()
-            raise SystemExit("serve_load: mens serve did not come up in 180 s")
+            raise SystemExit("mens serve did not come up in 180 s")
         time.sleep(0.3)
 
 
@@ -185,7 +187,7 @@ def run_concurrent(url: str, prompts: list[str], tokens: int) -> dict:
 
 
 def serve_round(model_dir: Path, prompts: list[str], tokens: int, rounds: int, grammar: str | None) -> dict:
-    proc, url = start_server(model_dir, len(prompts), grammar)
+    proc, url = start_server(model_dir, "--max-batch", str(len(prompts)), *(["--grammar", grammar] if grammar else []))
     try:
         return max((run_concurrent(url, prompts, tokens) for _ in range(rounds)), key=lambda r: r["tokens"] / r["wall_s"])
     finally:
