@@ -1,0 +1,1 @@
+"""mens rl (GRPO) and mens dpo: train on the language's own verdict (docs/rl.md)."""
