@@ -112,6 +112,10 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
+    from mens.corpus.prefs import register as register_prefs  # mens corpus prefs (issue 13, docs/rl.md)
+
+    register_prefs(corpus)
+
 
 def _edge(command, source: str | None = None):
     """A corpus command at the CLI edge: SIGTERM leaves the way Ctrl+C does (workers killed, temp

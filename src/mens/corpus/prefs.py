@@ -1,0 +1,185 @@
+"""`mens corpus prefs`: preference pairs `{prompt, chosen, rejected}` (TRL's field names) for
+`mens dpo`, from two sources:
+
+- the corpus's error-correction lane (`mens corpus pairs`): chosen is the valid program, rejected
+  its broken variant (the first fenced block of the fix prompt, re-checked: the pack must reject
+  it and accept the chosen code). The prompt is the code-generation prompt of the same source when
+  the corpus has one — so the model learns to write code that parses — else the fix prompt;
+- a model's own samples (`--model`, `--prompts`): n samples per prompt ranked by the rewards of
+  mens.rl.rewards; the best and the worst become a pair when their scores differ by `--min-gap`.
+
+No held-out bench task may be among the prompts: with `--bench`, the bench's contamination check
+(mens.evaluate.contamination) runs on the rows and every row it flags is dropped and counted.
+A report `<output stem>.prefs_report.json` is written beside the output.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mens.corpus.report import Report
+from mens.errors import MensError
+from mens.lang.base import extract_code
+from mens.records import iter_jsonl, write_jsonl_atomic
+
+
+def _code_of(response: str) -> str:
+    return extract_code(response)[0]
+
+
+def pairs_prefs(paths: list[str | Path], report: Report) -> list[dict[str, Any]]:
+    """Preference rows from the error-correction rows of pair files (module doc)."""
+    from mens.corpus.pairs import fence
+    from mens.lang import get_pack
+
+    rows = [(f"{p}:{n}", obj) for p in paths for n, obj in iter_jsonl(p) if isinstance(obj, dict)]
+    codegen: dict[str, str] = {}
+    for _, obj in rows:
+        if obj.get("lane") == "codegen" and obj.get("source") and isinstance(obj.get("prompt"), str):
+            codegen.setdefault(obj["source"], obj["prompt"])
+    out: list[dict[str, Any]] = []
+    for where, obj in rows:
+        if obj.get("lane") != "error_correction":
+            continue
+        report.counts["error_correction_rows"] += 1
+        prompt, response = obj.get("prompt"), obj.get("response")
+        if not isinstance(prompt, str) or not isinstance(response, str):
+            report.drop("schema", where, "an error-correction row needs string prompt and response")
+            continue
+        try:
+            pack = get_pack(str(obj.get("lang") or "vox"))
+        except (MensError, ImportError, AttributeError):
+            report.drop("unknown_lang", where, f"no language pack {obj.get('lang')!r}")
+            continue
+        script = bool((obj.get("metadata") or {}).get("script"))
+        broken, good = _code_of(prompt), _code_of(response)
+        if not broken.strip() or pack.check(broken, script=script) is None:
+            report.drop("rejected_parses", where, "the broken variant parses: not a preference")
+            continue
+        if pack.check(good, script=script) is not None:
+            report.drop("chosen_does_not_parse", where, "the chosen program does not parse")
+            continue
+        gen_prompt = codegen.get(obj.get("source") or "")
+        out.append({"prompt": gen_prompt or prompt, "chosen": response, "rejected": fence(broken, pack),
+                    "lang": pack.name, "origin": "error_correction" if gen_prompt is None else "codegen",
+                    "source": obj.get("source") or where})
+        report.counts["prefs_from_pairs"] += 1
+    return out
+
+
+def sample_prefs(model: str, prompts: list[dict[str, Any]], report: Report, *, n: int = 4,
+                 temperature: float = 0.8, seed: int = 0, max_new_tokens: int = 256,
+                 min_gap: float = 0.5, weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Preference rows from the model's own samples, ranked by the rewards (module doc)."""
+    from mens.evaluate.bench import generate
+    from mens.inference import load_model
+    from mens.rl.rewards import Task, score
+
+    lm, tokenizer, _ = load_model(model)
+    texts = generate(lm, tokenizer, [p["prompt"] for p in prompts], n=n,
+                     temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+    out = []
+    for row, samples in zip(prompts, texts):
+        task = Task.of(row)
+        ranked = sorted(((score(s, task, weights)[0], s) for s in samples), key=lambda x: -x[0])
+        (best, chosen), (worst, rejected) = ranked[0], ranked[-1]
+        if best - worst < min_gap:
+            report.drop("no_gap", row.get("id", ""), f"best {best:.2f} − worst {worst:.2f} < {min_gap}")
+            continue
+        out.append({"prompt": row["prompt"], "chosen": chosen, "rejected": rejected, "lang": task.lang,
+                    "origin": "samples", "chosen_score": best, "rejected_score": worst})
+        report.counts["prefs_from_samples"] += 1
+    return out
+
+
+def drop_contaminated(rows: list[dict[str, Any]], bench: str | Path, report: Report) -> list[dict[str, Any]]:
+    """`rows` without those whose prompt or code the bench's contamination check flags."""
+    from mens.evaluate.contamination import find_contamination
+
+    with tempfile.TemporaryDirectory(prefix="mens-prefs-") as tmp:
+        probe = Path(tmp) / "rows.jsonl"
+        write_jsonl_atomic(probe, ({"prompt": r["prompt"], "response": r["chosen"] + "\n" + r["rejected"]}
+                                   for r in rows))
+        found = find_contamination(bench, [probe])
+    bad = {int(h["where"].rsplit(":", 1)[1]) - 1: h["id"] for h in found["hits"]}
+    for i, task in sorted(bad.items()):
+        report.drop("bench_task", rows[i].get("source", str(i)), f"overlaps held-out bench task {task!r}")
+    report.extra["contamination"] = {"bench": str(bench), "tasks_checked": found["tasks_checked"],
+                                     "dropped": len(bad)}
+    return [r for i, r in enumerate(rows) if i not in bad]
+
+
+def read_prompts(path: str | Path) -> list[dict[str, Any]]:
+    """Prompt rows (bench-style tasks or pair rows): each needs a non-empty string `prompt`."""
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
+            raise MensError("a prompt row needs a non-empty string 'prompt'", f"{path}:{lineno}",
+                            "write one JSON object a line with a 'prompt' (and optional lang, expect_contains, tests)")
+        rows.append(obj)
+    if not rows:
+        raise MensError("no prompts", str(path), "give a JSONL file with one prompt a line")
+    return rows
+
+
+def make_prefs(pairs: list[str | Path], output: str | Path, *, bench: str | Path | None = None,
+               model: str | None = None, prompts: str | Path | None = None, **sampling: Any) -> Report:
+    report = Report("prefs", str(output))
+    rows = pairs_prefs(pairs, report) if pairs else []
+    if model and prompts:
+        rows += sample_prefs(model, read_prompts(prompts), report, **sampling)
+    if bench is not None and rows:
+        rows = drop_contaminated(rows, bench, report)
+    report.counts["rows_written"] = write_jsonl_atomic(output, rows)
+    report.write()
+    return report
+
+
+# ---------------------------------------------------------------- the command
+
+def register(corpus) -> None:
+    p = corpus.add_parser("prefs", help="preference pairs {prompt, chosen, rejected} for mens dpo",
+                          description="From the error-correction lane of pair files (chosen: the valid "
+                          "program, rejected: its parser-rejected variant) and, with --model and --prompts, "
+                          "from the model's own samples ranked by the rewards. --bench drops every row that "
+                          "overlaps a held-out task. Report: <output stem>.prefs_report.json.")
+    p.add_argument("pairs", nargs="*", type=Path, help="pairs JSONL from `mens corpus pairs` (or validated)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="prefs.jsonl to write")
+    p.add_argument("--bench", type=Path, help="held-out bench (file or folder): its tasks never become prompts")
+    p.add_argument("--model", help="also rank this model's samples (a run dir or model dir)")
+    p.add_argument("--prompts", type=Path, help="prompt rows for --model (bench-style tasks or pairs)")
+    p.add_argument("-n", "--samples", type=int, default=4, help="samples per prompt (default 4)")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--min-gap", type=float, default=0.5, help="least score gap between chosen and rejected")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    from mens.evaluate.checks import at_least, check_input_file
+    from mens.records import check_output
+
+    if not args.pairs and not args.model:
+        raise MensError("nothing to build from", "mens corpus prefs", "give pair files, or --model with --prompts")
+    if bool(args.model) != bool(args.prompts):
+        raise MensError("--model and --prompts go together", "--model" if args.model else "--prompts",
+                        "give both, or neither")
+    for path in args.pairs:
+        check_input_file(path, "pairs")
+    if args.prompts:
+        check_input_file(args.prompts, "--prompts")
+    at_least(args.samples, 2, "--samples")
+    if args.bench is not None and not args.bench.exists():
+        raise MensError("bench not found", str(args.bench), "give a bench .jsonl file or a folder holding some")
+    check_output(args.output, "-o")
+    if args.model:
+        from mens.hf import check_files, check_source
+
+        check_source(args.model)
+        check_files(args.model)
+    report = make_prefs(args.pairs, args.output, bench=args.bench, model=args.model, prompts=args.prompts,
+                        n=args.samples, temperature=args.temperature, min_gap=args.min_gap, seed=args.seed)
+    print(report.summary())
+    return 0
