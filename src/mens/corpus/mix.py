@@ -6,7 +6,10 @@
 
 mix.yaml: `sources: [{path, weight=1.0, optional=false, sample_rate?, record_format?}]`, `output`,
 `seed`, `include_lanes`, `exclude_lanes`, `shuffle=true`. Relative paths are relative to the
-config file's folder. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
+config file's folder; a `path` ending in `.parquet` is read with pyarrow, and `hf:ORG/NAME[:SPLIT]`
+is a Hub dataset read with `datasets` (online only). `record_format` is `auto` (each file's first
+row decides) or one of `mens.formats.FORMATS`; every row of a source must be in that one format,
+and is written out in the pair contract. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
 draw), so the expected share is exact and the output reproducible. Strict by default: a missing
 non-optional source or a malformed row fails the mix (`allow_missing` / `lenient` relax that).
 A caller that already holds the spec (`mens pipeline`) builds a `MixConfig` with `parse_config`
@@ -30,16 +33,17 @@ from mens.pipeline.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.progress import progress
-from mens.records import Pair, iter_jsonl, write_jsonl_atomic
+from mens.formats import FORMATS
+from mens.records import HUB_PREFIX, hub_dataset, iter_pairs, write_jsonl_atomic
 
-RECORD_FORMATS = ("auto", "pair", "alpaca", "messages")
+RECORD_FORMATS = ("auto", *FORMATS)
 _SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format"}
 _TOP_KEYS = {"sources", "output", "seed", "include_lanes", "exclude_lanes", "shuffle"}
 
 
 @dataclass
 class MixSource:
-    path: Path
+    path: Path | str          # a file, or a Hub dataset id `hf:ORG/NAME[:SPLIT]`
     weight: float = 1.0
     optional: bool = False
     sample_rate: float | None = None
@@ -114,19 +118,19 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
     return MixConfig(sources, _join(base, raw["output"]), seed, shuffle=bool(raw.get("shuffle", True)), **lanes)
 
 
-def _join(base: Path, path: str) -> Path:
-    """`base/path` with `..` folded, so reports show `out/x.jsonl`, not `examples/../out/x.jsonl`."""
+def _join(base: Path, path: str) -> Path | str:
+    """`base/path` with `..` folded, so reports show `out/x.jsonl`, not `examples/../out/x.jsonl`;
+    a Hub dataset id (`hf:…`) stays as it is."""
+    if path.startswith(HUB_PREFIX):
+        return path
     return Path(os.path.normpath(base / path))
 
 
-def _format_ok(obj: dict, fmt: str) -> bool:
-    if fmt == "pair":
-        return "prompt" in obj and "response" in obj
-    if fmt == "alpaca":
-        return "instruction" in obj and "output" in obj
-    if fmt == "messages":
-        return "messages" in obj
-    return True
+def _source_hash(path: Path | str) -> str | None:
+    """A file's content hash, or a Hub dataset's own fingerprint (its revision and files)."""
+    if isinstance(path, str):
+        return f"hub:{hub_dataset(path)._fingerprint}"
+    return file_hash(path) if path.is_file() else None
 
 
 def mix(config_path: str | Path, *, allow_missing: bool = False, lenient: bool = False,
@@ -154,7 +158,8 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
                      "emitted_rows": 0, "share": 0.0, "skipped_reason": None}
             per_source.append(entry)
             bar.advance()
-            if not src.path.is_file():
+            fingerprint = _source_hash(src.path)
+            if fingerprint is None:
                 if not (src.optional or allow_missing):
                     raise MensError("mix source not found", str(src.path),
                                     "create it (run the earlier stages), mark it optional: true, "
@@ -162,20 +167,9 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
                 entry["skipped_reason"] = "missing (optional)" if src.optional else "missing (allowed)"
                 report.drop("missing_source", str(src.path), entry["skipped_reason"])
                 continue
-            entry["fingerprint"] = hashes[str(src.path)] = file_hash(src.path)
+            entry["fingerprint"] = hashes[str(src.path)] = fingerprint
             skipped: list[str] | None = [] if lenient else None
-            for lineno, obj in iter_jsonl(src.path, skipped):
-                where = f"{src.path}:{lineno}"
-                try:
-                    pair = Pair.from_dict(obj, where)
-                    if not _format_ok(obj, src.record_format):
-                        raise MensError(f"row is not in record_format {src.record_format!r}", where,
-                                        "fix the row or the source's record_format")
-                except MensError as exc:
-                    if not lenient:
-                        raise
-                    report.drop("malformed", where, exc.what)
-                    continue
+            for where, pair in iter_pairs(src.path, src.record_format, skipped):
                 entry["input_rows"] += 1
                 lane = pair.lane or "codegen"
                 # The draws below happen for every row in a fixed order, so a seed fixes the output.

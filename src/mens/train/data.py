@@ -64,24 +64,38 @@ class Batch:
 
 # ---------------------------------------------------------------- pairs → examples
 
-def _render(tokenizer, messages, generation_prompt: bool = False) -> str:
+def _render(tokenizer, messages, generation_prompt: bool = False, tools=None) -> str:
     if not messages:
         return ""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    # `tools` go to the template as TRL and serving pass them (templates that know none ignore them).
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt)
+
+
+def encode_text(pair: Pair, tokenizer) -> tuple[Example, int, int]:
+    """A plain `text` row: every token supervised, the end-of-text token appended (as TRL does
+    for language-modelling data) so the model learns where a document stops."""
+    ids = list(tokenizer(pair.text, add_special_tokens=False)["input_ids"])
+    if tokenizer.eos_token_id is not None and (not ids or ids[-1] != tokenizer.eos_token_id):
+        ids.append(tokenizer.eos_token_id)
+    return Example(ids, list(ids)), 0, 0
 
 
 def encode_pair(pair: Pair, tokenizer, system_prompt: str | None = None) -> tuple[Example, int, int]:
     """Tokenize one conversation. Returns the example, the index of the first token of the last
     assistant turn, and the index where that turn's header (e.g. `<|im_start|>assistant\\n`)
-    starts — the truncation rule keeps the header with the response."""
+    starts — the truncation rule keeps the header with the response. A text row is supervised on
+    every token (`encode_text`)."""
+    if pair.text is not None:
+        return encode_text(pair, tokenizer)
     msgs = pair.chat(system_prompt)
-    full = _render(tokenizer, msgs)
+    tools = pair.tools
+    full = _render(tokenizer, msgs, tools=tools)
     spans: list[tuple[int, int]] = []
     for i, m in enumerate(msgs):
         if m["role"] != "assistant":
             continue
-        prefix = _render(tokenizer, msgs[:i], generation_prompt=True)
-        upto = _render(tokenizer, msgs[: i + 1])
+        prefix = _render(tokenizer, msgs[:i], generation_prompt=True, tools=tools)
+        upto = _render(tokenizer, msgs[: i + 1], tools=tools)
         # Templates that rewrite earlier turns (e.g. strip reasoning) are not prefix-stable;
         # such earlier turns are simply not supervised. The last turn always is.
         if full.startswith(upto) and upto.startswith(prefix):
@@ -89,7 +103,7 @@ def encode_pair(pair: Pair, tokenizer, system_prompt: str | None = None) -> tupl
     if not spans or spans[-1][1] != len(full.rstrip()):
         raise MensError("the chat template does not render the assistant turn as a suffix",
                         pair.source or "pair", "use a tokenizer with a standard chat template")
-    header_start_char = len(_render(tokenizer, msgs[:-1]))
+    header_start_char = len(_render(tokenizer, msgs[:-1], tools=tools))
     # The rendered template is the whole text: templates that want a BOS write it themselves, and
     # serving renders prompts the same way (apply_chat_template adds no special tokens either).
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)

@@ -75,6 +75,8 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
     if not root.is_dir():
         raise MensError("data directory not found", str(root), "pass --data-dir DIR holding train.jsonl")
     train = root / "train.jsonl"
+    if not train.exists() and (root / "train.parquet").is_file():
+        train = root / "train.parquet"  # any row format mens.formats knows, in Parquet
     if train.is_dir():
         raise MensError("train.jsonl is a folder, not a file", str(train), "put the training pairs in a file")
     if not train.is_file():
@@ -88,7 +90,7 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
         say(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
             "expect a weak model")
     val = None
-    for name in ("val.jsonl", "valid.jsonl", "validation.jsonl"):
+    for name in ("val.jsonl", "valid.jsonl", "validation.jsonl", "val.parquet", "validation.parquet"):
         if (root / name).is_file():
             val, more = read_pairs(root / name, lenient=lenient)
             skipped += more
