@@ -23,8 +23,10 @@ COMMAND_MODULES = [
     "mens.corpus.cli",
     "mens.train.cli",
     "mens.evaluate.cli",
+    "mens.rl.cli",
     "mens.pipeline.cli",
     "mens.serve.cli",
+    "mens.export.cli",
 ]
 
 
