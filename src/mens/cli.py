@@ -26,7 +26,6 @@ COMMAND_MODULES = [
     "mens.rl.cli",
     "mens.pipeline.cli",
     "mens.serve.cli",
-    "mens.export.cli",
 ]
 
 
