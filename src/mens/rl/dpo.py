@@ -1,0 +1,88 @@
+"""`mens dpo`: preference training on `prefs.jsonl` (`mens corpus prefs`) with TRL's DPOTrainer.
+
+Rows `{prompt, chosen, rejected}` become chat turns (user prompt, assistant answer), so TRL
+applies the model's chat template — the same one `mens train` trained with and `mens bench`
+prompts with. The loss is TRL's sigmoid DPO loss, −log σ(β·[(log π − log π_ref)(chosen) −
+(log π − log π_ref)(rejected)]); the reference is the start model (mens.rl.run). Telemetry's
+step events carry `rewards_chosen`, `rewards_rejected`, `rewards_margins` (β-scaled log-ratio
+gap) and `rewards_accuracies` beside the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mens.errors import MensError
+from mens.records import iter_jsonl
+from mens.rl import run as rl_run
+
+PREFS = "prefs.jsonl"
+
+
+@dataclass
+class DpoOptions:
+    steps: int = 40
+    learning_rate: float = 5e-4
+    beta: float = 0.1
+    batch_size: int = 4
+    lora_r: int = 8
+    lora_alpha: int = 16
+    max_length: int = 512
+    seed: int = 0
+    save_steps: int = 20
+    device: str = "cpu"
+
+
+def prefs_path(data: str | Path) -> Path:
+    """DIR/prefs.jsonl for a directory, else the file itself."""
+    data = Path(data)
+    path = data / PREFS if data.is_dir() else data
+    if not path.is_file():
+        raise MensError("preference file not found", str(path), "build it with `mens corpus prefs … -o DIR/prefs.jsonl`")
+    return path
+
+
+def read_prefs(path: str | Path) -> list[dict[str, Any]]:
+    """Rows with string prompt, chosen and rejected (chosen ≠ rejected), as chat turns."""
+    rows = []
+    for lineno, obj in iter_jsonl(path):
+        where = f"{path}:{lineno}"
+        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k].strip()
+                                                for k in ("prompt", "chosen", "rejected")):
+            raise MensError("a preference row needs non-empty strings 'prompt', 'chosen' and 'rejected'", where,
+                            "build it with `mens corpus prefs`")
+        if obj["chosen"] == obj["rejected"]:
+            raise MensError("'chosen' and 'rejected' are the same text", where, "drop the row")
+        rows.append({"prompt": [{"role": "user", "content": obj["prompt"]}],
+                     "chosen": [{"role": "assistant", "content": obj["chosen"]}],
+                     "rejected": [{"role": "assistant", "content": obj["rejected"]}]})
+    if not rows:
+        raise MensError("no preference rows", str(path), "build them with `mens corpus prefs`")
+    return rows
+
+
+def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions = DpoOptions(),
+        force_restart: bool = False, callbacks: list | None = None):
+    """Train; returns TRL's trainer (its `state.log_history` holds every logged figure)."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    path = prefs_path(data)
+    rows = read_prefs(path)
+    run, resume = rl_run.open_run(output_dir, force_restart)
+    start = rl_run.load_start(model, opts.device)
+    args = DPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate, batch_size=opts.batch_size,
+                                           seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
+                     beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)
+    trainer = DPOTrainer(model=start.model, args=args, train_dataset=Dataset.from_list(rows),
+                         processing_class=start.tokenizer, peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
+                         callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
+    rl_run.quiet(trainer)
+    began = rl_run.clock()
+    trainer.train(resume_from_checkpoint=resume)
+    if trainer.state.global_step >= opts.steps:
+        rl_run.save_run(run, trainer, start, method="dpo", data=path, hyper=asdict(opts), seed=opts.seed,
+                        device=opts.device, wall=rl_run.clock() - began)
+    return trainer

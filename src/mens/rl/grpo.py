@@ -1,0 +1,152 @@
+"""`mens rl`: GRPO with rewards from the language pack, on TRL's GRPOTrainer.
+
+Per step, `prompts_per_step` prompts are each sampled `num_generations` times; every completion
+is scored by the weighted rewards of mens.rl.rewards (each also logged on its own as
+`rewards_<name>`); a completion's advantage is its reward minus its group's mean, over the
+group's standard deviation; the loss is the clipped policy-gradient surrogate (`epsilon`) plus
+`beta` × KL to the start model (the reference, mens.rl.run). Telemetry's step events carry
+`reward`, `reward_std`, `kl`, each `rewards_<name>` and the clip ratios beside the loss.
+
+Prompt rows (JSONL): `{prompt, lang?, expect_contains?, tests?, id?}` — bench-style task files
+and pair files both fit. No held-out bench task may be among them (`bench`: the contamination
+check runs on the file and any overlap is refused).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from mens.errors import MensError
+from mens.rl import run as rl_run
+from mens.rl.rewards import DEFAULT_WEIGHTS, NAMES, batch_reward, tests_source
+from mens.rl.sandbox import Limits
+
+
+@dataclass
+class RlOptions:
+    rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    steps: int = 50
+    learning_rate: float = 5e-5
+    prompts_per_step: int = 2
+    num_generations: int = 4
+    max_completion_length: int = 256
+    temperature: float = 1.0
+    beta: float = 0.04           # KL to the start model
+    epsilon: float = 0.2         # clipping of the probability ratio
+    lora_r: int = 16
+    lora_alpha: int = 32
+    seed: int = 0
+    save_steps: int = 25
+    device: str = "cpu"
+    sandbox_timeout_s: float = 5.0
+    sandbox_memory_mb: int = 512
+
+    def check(self, where: str = "rl config") -> "RlOptions":
+        for name in ("steps", "prompts_per_step", "max_completion_length", "lora_r", "lora_alpha", "save_steps",
+                     "sandbox_memory_mb"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise MensError(f"{name} must be a whole number, 1 or more, got {getattr(self, name)!r}", where,
+                                f"fix {name}")
+        if not isinstance(self.num_generations, int) or self.num_generations < 2:
+            raise MensError(f"num_generations must be 2 or more, got {self.num_generations!r}", where,
+                            "GRPO compares samples within a group: give 2 or more")
+        for name in ("learning_rate", "temperature", "sandbox_timeout_s"):
+            if not _finite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise MensError(f"{name} must be a positive number, got {getattr(self, name)!r}", where, f"fix {name}")
+        for name in ("beta", "epsilon"):
+            if not _finite(getattr(self, name)) or getattr(self, name) < 0:
+                raise MensError(f"{name} must be 0 or more, got {getattr(self, name)!r}", where, f"fix {name}")
+        if not isinstance(self.rewards, dict) or not self.rewards:
+            raise MensError("rewards must map reward names to weights", where, f"e.g. rewards: {{parses: 1.0}}")
+        for name, w in self.rewards.items():
+            if name not in NAMES:
+                raise MensError(f"unknown reward {name!r}", where, f"use {', '.join(NAMES)}")
+            if not _finite(w) or w < 0:
+                raise MensError(f"reward weight of {name} must be 0 or more, got {w!r}", where, "fix the weight")
+        if not any(self.rewards.values()):
+            raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
+        return self
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions:
+    """RlOptions from rl.yaml (keys = the field names), then the flags given (not None)."""
+    from mens.records import read_yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = read_yaml(path, "rl config", "write a mapping of RlOptions fields (docs/rl.md)") or {}
+        if not isinstance(data, dict):
+            raise MensError("the rl config must be a mapping", str(path), "write `key: value` lines (docs/rl.md)")
+        known = {f.name for f in fields(RlOptions)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise MensError(f"unknown key {unknown[0]!r}", str(path), f"use {', '.join(sorted(known))}")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return RlOptions(**data).check(str(path) if path else "flags")
+
+
+def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows for the trainer: prompt as a user turn, lang, expect_contains, tests (one type each)."""
+    from mens.corpus.prefs import read_prompts
+
+    rows = read_prompts(path)
+    if bench is not None:
+        from mens.evaluate.contamination import find_contamination
+
+        hits = find_contamination(bench, [path])["hits"]
+        if hits:
+            raise MensError(f"the prompts hold held-out bench task {hits[0]['id']!r} ({len(hits)} overlap(s))",
+                            hits[0]["where"], "remove bench tasks from the prompts: RL on them measures memory")
+    out = []
+    for row in rows:
+        needles = row.get("expect_contains") or []
+        if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
+            raise MensError("'expect_contains' must be a list of strings", str(path), "fix the row")
+        out.append({"prompt": [{"role": "user", "content": row["prompt"]}], "lang": str(row.get("lang") or "vox"),
+                    "expect_contains": needles, "tests": tests_source(row.get("tests"))})
+    return out
+
+
+def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOptions = RlOptions(), *,
+         bench: str | Path | None = None, force_restart: bool = False,
+         extra_rewards: dict[str, tuple[Callable, float]] | None = None, callbacks: list | None = None):
+    """Train; returns TRL's trainer. `extra_rewards`: name → (TRL-shaped callable, weight), for
+    rewards beyond mens's own (the tests' toy task)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    rows = read_prompt_rows(prompts, bench)
+    limits = Limits(timeout_s=opts.sandbox_timeout_s, memory_mb=opts.sandbox_memory_mb)
+    funcs = [batch_reward(n, limits) for n, w in opts.rewards.items() if w]
+    weights = [float(w) for w in opts.rewards.values() if w]
+    for name, (func, w) in (extra_rewards or {}).items():
+        func.__name__ = name
+        funcs.append(func)
+        weights.append(float(w))
+    run, resume = rl_run.open_run(output_dir, force_restart)
+    start = rl_run.load_start(model, opts.device)
+    args = GRPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate,
+                                            batch_size=opts.prompts_per_step * opts.num_generations, seed=opts.seed,
+                                            save_steps=opts.save_steps, device=opts.device),
+                      num_generations=opts.num_generations, max_completion_length=opts.max_completion_length,
+                      temperature=opts.temperature, top_p=1.0, beta=opts.beta, epsilon=opts.epsilon,
+                      reward_weights=weights, loss_type="grpo", scale_rewards="group", disable_dropout=True,
+                      log_completions=False)
+    trainer = GRPOTrainer(model=start.model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=start.tokenizer,
+                          peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
+                          callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
+    rl_run.quiet(trainer)
+    began = rl_run.clock()
+    trainer.train(resume_from_checkpoint=resume)
+    if trainer.state.global_step >= opts.steps:
+        rl_run.save_run(run, trainer, start, method="grpo", data=Path(prompts), hyper=asdict(opts), seed=opts.seed,
+                        device=opts.device, wall=rl_run.clock() - began)
+    return trainer

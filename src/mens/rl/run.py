@@ -1,0 +1,173 @@
+"""What `mens dpo` and `mens rl` share: the start model, the run directory and its telemetry.
+
+The start model (`--model`) is a run dir or a model dir:
+- a model dir (or a full-weight / scratch run): a fresh LoRA trains over it, and the reference
+  (DPO's and GRPO's KL anchor) is the same model with the adapter switched off — TRL's own way;
+  the output is a PEFT adapter over that model, as `mens train --backend lora` writes;
+- an adapter run (`mens train`'s LoRA/QLoRA): its adapter is merged into its base in memory, so
+  the reference is exactly the start model, and a fresh LoRA trains over that; the output is
+  full weights (the new adapter merged too), since the merged start exists nowhere on disk.
+
+Either way the run directory is the one `mens train` writes — weights or adapter, tokenizer,
+`training_manifest.json` (with `method: dpo|grpo`), `telemetry.jsonl`, `MODEL_CARD.md` — so
+bench, gate, merge, serve and report read it unchanged. TRL's checkpoints live in
+`RUN/trl-checkpoints/checkpoint-N` (model, optimizer, scheduler, RNG and data position): a rerun
+resumes from the newest, which TRL's Trainer restores exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mens.errors import MensError
+from mens.hf import (adapter_base, ensure_chat_template, generation_config, is_adapter_run, load_tokenizer,
+                     resolve_base)
+
+CHECKPOINTS = "trl-checkpoints"
+
+
+@dataclass
+class Start:
+    model: Any              # the plain (merged) start model, float32, train mode
+    tokenizer: Any
+    base: Any               # BaseModelInfo the output adapter sits on (None: output full weights)
+    source: str             # what --model named
+    chat: str               # "template" or "chatml"
+
+
+def load_start(source: str, device: str = "cpu") -> Start:
+    """The start model and tokenizer (see the module doc)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if is_adapter_run(source):
+        from peft import PeftModel
+
+        base_dir = adapter_base(source)
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        model = PeftModel.from_pretrained(model, source).merge_and_unload()
+        tokenizer, base = load_tokenizer(source, base_dir), None
+    else:
+        base = resolve_base(source)
+        model = AutoModelForCausalLM.from_pretrained(base.source, dtype=torch.float32)
+        tokenizer = load_tokenizer(base.source)
+    chat = ensure_chat_template(tokenizer)
+    model.generation_config = generation_config(model, tokenizer)
+    return Start(model.to(device), tokenizer, base, source, chat)
+
+
+def lora_config(r: int, alpha: int, dropout: float = 0.0):
+    from peft import LoraConfig
+
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def open_run(output_dir: str | Path, force_restart: bool) -> tuple[Path, str | None]:
+    """The run dir, and the newest TRL checkpoint to resume from (None: start fresh)."""
+    run = Path(output_dir)
+    if run.is_file():
+        raise MensError("is a file, not a run directory", str(run), "give a directory for --output-dir")
+    ckpts = run / CHECKPOINTS
+    if force_restart and run.is_dir():
+        shutil.rmtree(ckpts, ignore_errors=True)
+        (run / "telemetry.jsonl").unlink(missing_ok=True)
+    run.mkdir(parents=True, exist_ok=True)
+    found = sorted(ckpts.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])) if ckpts.is_dir() else []
+    return run, (str(found[-1]) if found else None)
+
+
+def telemetry_callback(run: Path, method: str):
+    """A TrainerCallback writing TRL's logs to `RUN/telemetry.jsonl` as mens events: `step` with
+    the loss and every reward / margin / KL figure (`rewards/margins` → `rewards_margins`,
+    `rewards/parses/mean` → `rewards_parses`), `checkpoint`, `train_start`, `train_end`."""
+    from transformers import TrainerCallback
+
+    from mens.train.telemetry import Telemetry
+
+    class ToTelemetry(TrainerCallback):
+        def __init__(self):
+            self.telemetry = Telemetry.for_run(run, [])
+            self.last: dict[str, float] = {}
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.telemetry.event("train_start", state.global_step, method=method, max_steps=state.max_steps)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            fields = {_key(k): v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+            if "train_runtime" in fields:
+                return
+            self.last = fields
+            self.telemetry.event("step", state.global_step, total_steps=state.max_steps, **fields)
+
+        def on_save(self, args, state, control, **kw):
+            self.telemetry.event("checkpoint", state.global_step, path=f"{CHECKPOINTS}/checkpoint-{state.global_step}")
+
+        def on_train_end(self, args, state, control, **kw):
+            self.telemetry.event("train_end", state.global_step, **self.last)
+            self.telemetry.close()
+
+    return ToTelemetry()
+
+
+def _key(name: str) -> str:
+    return name.removesuffix("/mean").replace("/", "_")
+
+
+def trainer_args(run: Path, *, steps: int, lr: float, batch_size: int, seed: int, save_steps: int,
+                 device: str) -> dict[str, Any]:
+    """The TrainingArguments fields both trainers take."""
+    return dict(output_dir=str(run / CHECKPOINTS), max_steps=steps, learning_rate=lr, per_device_train_batch_size=batch_size,
+                gradient_accumulation_steps=1, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
+                save_steps=save_steps, save_strategy="steps", seed=seed, data_seed=seed, report_to=[],
+                use_cpu=device == "cpu", bf16=False, fp16=False, disable_tqdm=True, dataloader_num_workers=0,
+                save_only_model=False, remove_unused_columns=False, gradient_checkpointing=False)
+
+
+def quiet(trainer):
+    """No TRL/Trainer log dicts printed on stdout: the figures go to telemetry.jsonl."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    return trainer
+
+
+def save_run(run: Path, trainer, start: Start, *, method: str, data: Path, hyper: dict[str, Any], seed: int,
+             device: str, wall: float, status: str = "completed") -> None:
+    """Weights (adapter, or full when the start was an adapter run), tokenizer, manifest, card."""
+    from mens.evaluate.card import write_card
+    from mens.train.manifest import MANIFEST, Manifest, Results
+    from mens.records import write_json_atomic
+
+    model = trainer.model
+    if start.base is None:  # the start was an adapter run: the output is the merged model
+        model = model.merge_and_unload()
+        model.generation_config = generation_config(model, start.tokenizer)
+    model.save_pretrained(run)
+    start.tokenizer.save_pretrained(run)
+    state = trainer.state
+    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    results = Results(steps=state.global_step, total_steps=state.max_steps, final_loss=losses[-1] if losses else None,
+                      wall_time_s=round(wall, 3))
+    manifest = Manifest(base_model=start.base.to_dict() if start.base else None,
+                        backend="lora" if start.base else "full", quantization=None, dtype="float32",
+                        tokenizer={"chat_format": start.chat}, data={"path": str(data), "sha256": _sha256(data)},
+                        hyperparameters=hyper, preset=None, device={"type": device}, seed=seed,
+                        provenance={"command": f"mens {'rl' if method == 'grpo' else method}", "start_model": start.source,
+                                    "library": "trl"},
+                        results=results, status=status)
+    write_json_atomic(run / MANIFEST, {**manifest.to_dict(), "method": method})
+    write_card(run)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def clock() -> float:
+    return time.monotonic()
