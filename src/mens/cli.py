@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "mens.rl.cli",
     "mens.pipeline.cli",
     "mens.serve.cli",
+    "mens.export.cli",
 ]
 
 

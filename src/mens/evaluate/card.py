@@ -157,8 +157,9 @@ def _gate_section(receipt: dict) -> list[str]:
     return out
 
 
-def render_card(run_dir: str | Path) -> str:
-    """The Markdown text of the card for `run_dir` (see `write_card`)."""
+def render_card(run_dir: str | Path, files: list[str] | None = None) -> str:
+    """The Markdown text of the card for `run_dir` (see `write_card`); `files`: the files the
+    card lists, when they are not the run dir's (a Hub upload carries only what a loader needs)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise MensError("run directory not found", str(run), "give the directory `mens train` wrote")
@@ -190,9 +191,45 @@ def render_card(run_dir: str | Path) -> str:
     if receipt:
         lines += _gate_section(receipt)
     lines += _provenance_section(manifest)
-    files = sorted({p.name for p in run.iterdir() if p.is_file() and not p.name.startswith(".")} | {CARD_NAME})
+    if files is None:
+        files = sorted({p.name for p in run.iterdir() if p.is_file() and not p.name.startswith(".")} | {CARD_NAME})
     lines += ["## Files", "", ", ".join(f"`{f}`" for f in files) if files else "—", ""]
     return "\n".join(lines)
+
+
+def hub_metadata(run_dir: str | Path, *, adapter: bool, base_model: str | None) -> str:
+    """The Hub's YAML metadata header (between `---` lines) for the card of `run_dir`:
+    `base_model`, `library_name` (peft for an adapter), licence, tags, and the bench and gate
+    results as `model-index` entries — written by huggingface_hub's ModelCardData."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    run = Path(run_dir)
+    manifest = read_json(run / "training_manifest.json") or {}
+    bench = read_json(run / "benchmark_results.json") or {}
+    receipt = read_json(run / "gate_receipt.json")
+    prov = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
+    name = str(manifest.get("name") or run.name)
+    tags = ["mens", str(manifest.get("backend") or ("lora" if adapter else "merged")), "code"]
+    if receipt:
+        tags.append("mens-gates-passed" if receipt.get("passed") else "mens-gates-failed")
+    results = []
+    bench_name = str(bench.get("bench") or "mens bench")
+    k = bench.get("k")
+    for metric, key in (("pass@1", "pass_at_1"), (f"pass@{k}" if k else "pass@k", "pass_at_k"),
+                        ("parse_rate", "parse_rate"), ("semantic_pass_rate", "semantic_pass_rate")):
+        if isinstance(bench.get(key), (int, float)):
+            results.append(EvalResult(task_type="text-generation", dataset_type="mens-bench", dataset_name=bench_name,
+                                      metric_type=metric, metric_value=float(bench[key])))
+    for gate in (receipt or {}).get("gates") or []:
+        if isinstance(gate.get("value"), (int, float)) and not isinstance(gate.get("value"), bool):
+            results.append(EvalResult(task_type="text-generation", dataset_type="mens-gates",
+                                      dataset_name=f"gate {gate.get('name')}", metric_type=str(gate.get("metric")),
+                                      metric_value=float(gate["value"]), verified=False))
+    licence = prov.get("license") or manifest.get("license")
+    data = ModelCardData(base_model=base_model, library_name="peft" if adapter else "transformers",
+                         license=str(licence).lower() if licence else None, tags=tags,
+                         pipeline_tag="text-generation", model_name=name, eval_results=results or None)
+    return f"---\n{data.to_yaml()}\n---\n"
 
 
 def write_card(run_dir: str | Path) -> Path:

@@ -1,0 +1,59 @@
+"""An Ollama `Modelfile` for an exported GGUF: FROM the file, the chat TEMPLATE in Ollama's Go
+template syntax, one `PARAMETER stop` per end-of-turn token, and the SYSTEM prompt — so
+`ollama create NAME -f DIR/Modelfile` works unedited.
+
+Ollama cannot run a Jinja template, so the TEMPLATE is written for the formats mens knows
+(ChatML, which every mens run without its own template uses). Any other template is left out:
+Ollama then takes the chat template from the GGUF's `tokenizer.chat_template` for the families it
+recognises, and the Modelfile says so in a comment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mens.records import write_text_atomic
+
+CHATML_GO_TEMPLATE = (
+    "{{- if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+    "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
+    "<|im_start|>assistant\n"
+)
+
+
+def is_chatml(tokenizer) -> bool:
+    """Whether the tokenizer's chat template renders ChatML (what CHATML_GO_TEMPLATE writes)."""
+    try:
+        text = tokenizer.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+                                             tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - any template failure means "not one we can translate"
+        return False
+    return text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _quote(text: str) -> str:
+    return '"""' + text.replace('"""', '\\"\\"\\"') + '"""'
+
+
+def modelfile(gguf_from: str, *, chatml: bool, stops: list[str], system: str | None) -> str:
+    lines = ["# Written by `mens export --ollama`: ollama create NAME -f Modelfile", f"FROM {gguf_from}"]
+    if chatml:
+        lines.append(f"TEMPLATE {_quote(CHATML_GO_TEMPLATE)}")
+    else:
+        lines.append("# TEMPLATE: not ChatML; Ollama reads the chat template embedded in the GGUF")
+    lines += [f'PARAMETER stop "{s}"' for s in stops]
+    if system:
+        lines.append(f"SYSTEM {_quote(system)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_modelfile(out_dir: Path, gguf_path: Path, *, chatml: bool, stops: list[str],
+                    system: str | None) -> Path:
+    """DIR/Modelfile, its FROM relative to DIR (Ollama resolves it from the Modelfile's folder)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rel = os.path.relpath(gguf_path.resolve(), out_dir.resolve())
+    path = out_dir / "Modelfile"
+    write_text_atomic(path, modelfile(rel if rel.startswith(".") else f"./{rel}", chatml=chatml,
+                                      stops=stops, system=system))
+    return path

@@ -1,0 +1,143 @@
+"""`mens push RUN_OR_MERGED --repo USER/NAME`: the files a loader needs and a model card with the
+Hub's metadata header, uploaded with huggingface_hub (token: HF_TOKEN, or `hf auth login`).
+
+What goes up, and nothing else:
+- an adapter run: adapter_config.json (its `base_model_name_or_path` set to the upstream Hub id,
+  never a local path), the adapter weights, the tokenizer files, README.md;
+- a full/scratch run or a merged model: config.json, generation_config.json, the safetensors
+  shards (and their index), the tokenizer files, README.md.
+Checkpoints, telemetry, manifests and reports stay home; their figures are in the card.
+`--dry-run DIR` writes exactly those files to DIR and uploads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from mens.errors import MensError
+from mens.hf import ADAPTER_CONFIG, is_adapter_run, read_manifest
+
+ADAPTER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors")
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+SHARD = re.compile(r"model-\d+-of-\d+\.safetensors")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "chat_template.json", "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
+
+
+def _is_local(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).exists() or name.count("/") != 1
+
+
+def upstream_id(source: Path, given: str | None) -> str | None:
+    """The base model's Hub id: --upstream-model-id, else the manifest's provenance, else its
+    base id when that is a Hub id rather than a local path; None when unknown."""
+    if given:
+        return given
+    manifest = read_manifest(source)
+    prov = manifest.get("provenance") if isinstance(manifest.get("provenance"), dict) else {}
+    base = manifest.get("base_model") if isinstance(manifest.get("base_model"), dict) else {}
+    for candidate in (prov.get("upstream_model_id"), base.get("id")):
+        if candidate and not _is_local(str(candidate)):
+            return str(candidate)
+    if is_adapter_run(source):
+        named = json.loads((source / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
+        if named and not _is_local(str(named)):
+            return str(named)
+    return None
+
+
+def files_to_upload(source: Path) -> list[str]:
+    """The names in `source` a loader needs (README.md, written here, is added by `stage`)."""
+    names = {p.name for p in source.iterdir() if p.is_file()}
+    wanted = ADAPTER_FILES if is_adapter_run(source) else MODEL_FILES
+    picked = [n for n in wanted if n in names]
+    if not is_adapter_run(source):
+        picked += sorted(n for n in names if SHARD.fullmatch(n))
+    return picked + [n for n in TOKENIZER_FILES if n in names]
+
+
+def check_push_args(source: Path, repo: str, upstream: str | None, dry_run: Path | None) -> None:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    from mens.hf import check_files
+
+    if not source.is_dir():
+        raise MensError("run or model directory not found", str(source), "give a mens run dir or a merged model dir")
+    if not (source / "config.json").is_file() and not is_adapter_run(source):
+        raise MensError(f"not a run or model directory (no {ADAPTER_CONFIG} or config.json)", str(source),
+                        "give the --output-dir of mens train, or a merged model dir")
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        raise MensError(f"bad --repo {repo!r}", "--repo", "write USER/NAME (letters, digits, - _ .)") from None
+    if repo.count("/") != 1:
+        raise MensError(f"bad --repo {repo!r}: no owner", "--repo", "write USER/NAME")
+    check_files(source)
+    weights = [n for n in files_to_upload(source) if n.endswith(".safetensors")]
+    if not weights:
+        raise MensError("no safetensors weights to upload", str(source),
+                        "push a run mens train finished, or a merged model dir")
+    if is_adapter_run(source) and upstream is None:
+        raise MensError("the adapter's base is a local path, not a Hub id", str(source / ADAPTER_CONFIG),
+                        "pass --upstream-model-id ORG/NAME (the Hub id of the base model)")
+    if upstream is not None and _is_local(upstream):
+        raise MensError(f"--upstream-model-id {upstream!r} is not a Hub id", "--upstream-model-id",
+                        "write ORG/NAME as on huggingface.co")
+    if dry_run is not None and dry_run.exists() and (not dry_run.is_dir() or any(dry_run.iterdir())):
+        raise MensError("--dry-run folder exists and is not empty", str(dry_run), "give a new folder")
+
+
+def stage(source: Path, dest: Path, upstream: str | None) -> list[str]:
+    """Write into `dest` exactly what would be uploaded; returns the file names."""
+    from mens.evaluate.card import hub_metadata, render_card
+
+    adapter = is_adapter_run(source)
+    names = files_to_upload(source)
+    for name in names:
+        shutil.copy2(source / name, dest / name)
+    if adapter:
+        cfg = json.loads((source / ADAPTER_CONFIG).read_text())
+        cfg["base_model_name_or_path"] = upstream
+        (dest / ADAPTER_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
+    uploaded = sorted([*names, "README.md"])
+    card = hub_metadata(source, adapter=adapter, base_model=upstream) + "\n" + render_card(source, files=uploaded)
+    (dest / "README.md").write_text(card, encoding="utf-8")
+    return uploaded
+
+
+def push(source: str | Path, repo: str, *, private: bool = False, upstream_model_id: str | None = None,
+         dry_run: str | Path | None = None) -> str:
+    from mens.records import atomic_path
+
+    source = Path(source)
+    dry = Path(dry_run) if dry_run else None
+    check_push_args(source, repo, upstream_model_id, dry)
+    upstream = upstream_id(source, upstream_model_id)
+    check_push_args(source, repo, upstream, dry)
+    if dry is not None:
+        if dry.is_dir():
+            dry.rmdir()
+        with atomic_path(dry) as tmp:
+            tmp.mkdir()
+            names = stage(source, tmp, upstream)
+        return f"dry run: {len(names)} files for {repo} in {dry}: {', '.join(names)}"
+
+    from huggingface_hub import HfApi, get_token
+
+    if not get_token():
+        raise MensError("no Hugging Face token", "HF_TOKEN", "set HF_TOKEN or run `hf auth login`")
+    api = HfApi()
+    with tempfile.TemporaryDirectory(prefix="mens-push-") as tmp:
+        names = stage(source, Path(tmp), upstream)
+        try:
+            url = api.create_repo(repo, private=private, exist_ok=True, repo_type="model")
+            api.upload_folder(repo_id=repo, folder_path=tmp, repo_type="model",
+                              commit_message=f"mens push {source.name}")
+        except (OSError, ValueError) as err:  # HfHubHTTPError is an OSError (requests/httpx)
+            raise MensError(f"upload failed: {str(err).splitlines()[0][:200]}", repo,
+                            "check the token's write permission, the repo name and your network") from None
+    return f"pushed {len(names)} files to {url}"

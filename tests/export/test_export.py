@@ -1,0 +1,198 @@
+"""`mens export`: checks before loading (always run), the Modelfile and the pre-tokenizer choice
+(always run), and the GGUF round trip in llama.cpp (needs the `export` extra, skipped without)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bad_input import assert_one_line_error
+
+PROMPT_USER = "Write a Vox function that adds two numbers.\nfn add(a: int, b: int) to int {\n    return a + b\n}"
+
+
+# ---------------------------------------------------------------- before anything loads
+
+def _scratch_like(tmp_path):
+    """A GPT-2-shaped model with the VoxTokenizer (WordLevel): what `--backend scratch` saves."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from mens.train.vox_tokenizer import build_hf_tokenizer
+
+    d = tmp_path / "scratch"
+    tok = build_hf_tokenizer()
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+@pytest.mark.parametrize("case,phrase", [
+    ("missing", "not found"),
+    ("not-model", "not a run or model directory"),
+    ("quant", "unknown --quant"),
+    ("suffix", "must name a .gguf file"),
+    ("exists", "--gguf already exists"),
+    ("lora-no-adapter", "--lora-gguf needs a run with an adapter"),
+    ("ollama-file", "--ollama is a file"),
+    ("scratch", "WordLevel"),
+])
+def test_bad_input(run_cli, tiny_model_dir, tmp_path, capsys, case, phrase):
+    src, out, extra = tiny_model_dir, tmp_path / "m.gguf", []
+    if case == "missing":
+        src = tmp_path / "nope"
+    elif case == "not-model":
+        src = tmp_path / "empty"
+        src.mkdir()
+    elif case == "quant":
+        extra = ["--quant", "q3"]
+    elif case == "suffix":
+        out = tmp_path / "m.bin"
+    elif case == "exists":
+        out.write_text("x")
+    elif case == "lora-no-adapter":
+        extra = ["--lora-gguf", tmp_path / "a.gguf"]
+    elif case == "ollama-file":
+        (tmp_path / "f").write_text("x")
+        extra = ["--ollama", tmp_path / "f"]
+    elif case == "scratch":
+        src = _scratch_like(tmp_path)
+        capsys.readouterr()
+    assert_one_line_error(run_cli, ["export", src, "--gguf", out, *extra], 2, phrase, [tmp_path])
+
+
+def test_modelfile_chatml(tiny_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    from mens.export.ollama import is_chatml, modelfile
+
+    assert is_chatml(AutoTokenizer.from_pretrained(tiny_tokenizer_dir))
+    text = modelfile("./m.gguf", chatml=True, stops=["<|im_end|>", "<|endoftext|>"], system="You write Vox.")
+    assert text.splitlines()[1] == "FROM ./m.gguf"
+    assert 'PARAMETER stop "<|im_end|>"' in text and 'SYSTEM """You write Vox."""' in text
+    assert "{{ range .Messages }}" in text.replace("{{-", "{{") and "<|im_start|>assistant\n\"\"\"" in text
+
+
+def test_pretokenizer_fallback(tiny_model_dir, tmp_path):
+    """GPT-2's byte-level regex → gpt-2; transformers re-saves a Qwen2 tokenizer with Qwen2's
+    Split regex → qwen2 (llama.cpp's names); an unknown split → None (the converter decides)."""
+    from transformers import AutoTokenizer
+
+    from mens.export.gguf import pretokenizer_fallback
+
+    assert pretokenizer_fallback(tiny_model_dir) == "gpt-2"
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path / "q")   # a Qwen2Tokenizer now
+    assert pretokenizer_fallback(tmp_path / "q") == "qwen2"
+    tok = json.loads((tmp_path / "q" / "tokenizer.json").read_text())
+    tok["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\s+"
+    (tmp_path / "q" / "tokenizer.json").write_text(json.dumps(tok))
+    assert pretokenizer_fallback(tmp_path / "q") is None
+
+
+# ---------------------------------------------------------------- the round trip in llama.cpp
+
+def _hf_logits(model_dir, ids):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0].numpy()
+
+
+def _gguf_logits(llama_cpp, path, ids):
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, verbose=False, seed=0)
+    llm.eval(ids)
+    return llm, np.array(llm.scores[: len(ids)])
+
+
+def _prompt_ids(model_dir):
+    from mens.hf import chat_prompt, load_tokenizer
+
+    tok = load_tokenizer(model_dir)
+    return tok, tok(chat_prompt(tok, PROMPT_USER), add_special_tokens=False).input_ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "gpt2"])
+def test_gguf_matches_transformers(llama_cpp, arch, request, make_adapter_run, tmp_path):
+    """f16: top-1 agrees on ≥ 90% of the positions of a real chat prompt; q8_0: ≥ 90% too, and
+    its logits within 0.1 (absolute, largest) of f16's — tolerances stated in docs/export.md."""
+    from mens.export.export import export
+    from mens.export.gguf import read_info
+    from mens.export.merge import merge_run
+
+    base = request.getfixturevalue({"qwen2": "tiny_model_dir", "llama": "tiny_llama_dir",
+                                    "gpt2": "tiny_gpt2_dir"}[arch])
+    run = make_adapter_run(f"gguf-{arch}", base=base)
+    merged = tmp_path / "merged"
+    merge_run(run, merged, dtype="bf16")          # what export merges internally (bf16 by default)
+    tok, ids = _prompt_ids(merged)
+    assert len(ids) > 30
+    want = _hf_logits(merged, ids)
+    for quant, min_top1 in (("f16", 0.9), ("q8_0", 0.9)):
+        out = tmp_path / f"{quant}.gguf"
+        export(run, out, quant=quant)
+        info = read_info(out)
+        assert info.arch == arch and info.chat_template == tok.chat_template
+        assert info.tokens[tok.convert_tokens_to_ids("<|im_end|>")] == "<|im_end|>"
+        llm, got = _gguf_logits(llama_cpp, out, ids)
+        top1 = float(np.mean(got.argmax(-1) == want.argmax(-1)))
+        assert top1 >= min_top1, (quant, top1)
+        if quant == "f16":
+            f16 = got
+            assert np.abs(got - want).max() < 0.05, np.abs(got - want).max()
+        else:
+            assert np.abs(got - f16).max() < 0.1, np.abs(got - f16).max()
+        # llama.cpp tokenizes the prompt as transformers does (the pre-tokenizer mens named)
+        text = tok.decode(ids)
+        assert llm.tokenize(text.encode(), add_bos=False, special=True) == ids
+
+
+@pytest.mark.slow
+def test_greedy_generation_stops_at_end_of_turn(llama_cpp, make_adapter_run, tmp_path):
+    """The GGUF marks <|im_end|> as end of generation: greedy decoding that reaches it stops
+    there (finish_reason stop, the token not in the text); a random model reaches it when its
+    logit is raised from the third token on, as a trained one does at the end of a turn."""
+    from mens.export.export import export
+
+    run = make_adapter_run("gguf-stop")
+    out = tmp_path / "m.gguf"
+    export(run, out)
+    tok, ids = _prompt_ids(run)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    llm = llama_cpp.Llama(model_path=str(out), n_ctx=256, verbose=False, seed=0)
+    assert llama_cpp.llama_vocab_is_eog(llm._model.vocab, end)
+    free = llm.create_completion(ids, max_tokens=12, temperature=0.0)
+    assert free["choices"][0]["finish_reason"] == "length"
+    steps = []
+
+    def push_end(input_ids, scores):
+        steps.append(1)
+        if len(steps) >= 3:
+            scores[end] = scores.max() + 10.0
+        return scores
+
+    stopped = llm.create_completion(ids, max_tokens=12, temperature=0.0,
+                                    logits_processor=llama_cpp.LogitsProcessorList([push_end]))
+    choice = stopped["choices"][0]
+    assert choice["finish_reason"] == "stop" and len(steps) == 3 and "<|im_end|>" not in choice["text"]
+
+
+@pytest.mark.slow
+def test_q4_k_m_and_lora_and_ollama(llama_cpp, make_adapter_run, tmp_path):
+    """q4_k_m goes through llama.cpp's quantizer; --lora-gguf writes a LoRA llama.cpp loads over
+    the base; --ollama writes a Modelfile FROM the exported file."""
+    from mens.export.export import export
+    from mens.export.gguf import read_info
+
+    run = make_adapter_run("gguf-q4")
+    out = tmp_path / "out" / "m.gguf"
+    report = export(run, out, quant="q4_k_m", lora_gguf=tmp_path / "out" / "a.gguf", ollama_dir=tmp_path / "ol",
+                    system="You write Vox.")
+    assert read_info(out).file_type == llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    lora = read_info(tmp_path / "out" / "a.gguf")
+    assert lora.arch == "qwen2"
+    modelfile = (tmp_path / "ol" / "Modelfile").read_text()
+    assert "FROM ../out/m.gguf" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
+    assert report.stop_tokens[0] == "<|im_end|>"
+    assert not list((tmp_path / "out").glob(".mens-export-*"))
