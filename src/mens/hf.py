@@ -178,6 +178,55 @@ def ensure_chat_template(tokenizer) -> str:
     return "chatml"
 
 
+# Chat templates a `chat_template` setting may name instead of giving a file.
+KNOWN_TEMPLATES = {"chatml": CHATML_TEMPLATE}
+
+
+def resolve_chat_template(setting: str, where: str = "chat_template") -> str:
+    """A `chat_template` setting → the Jinja text: a known name (`chatml`) or a template file."""
+    if setting in KNOWN_TEMPLATES:
+        return KNOWN_TEMPLATES[setting]
+    path = Path(setting).expanduser()
+    if not path.is_file():
+        raise MensError(f"unknown chat template {setting!r} (not a known name, no such file)", where,
+                        f"use one of {', '.join(KNOWN_TEMPLATES)} or a path to a .jinja file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MensError(f"cannot read the chat template: {type(exc).__name__}", str(path), "give a UTF-8 text file") \
+            from None
+
+
+def template_special_tokens(template: str) -> list[str]:
+    """The `<|…|>` markers a template writes (ChatML's `<|im_start|>`, `<|im_end|>`, …), in order."""
+    import re
+
+    return list(dict.fromkeys(re.findall(r"<\|[A-Za-z0-9_]+\|>", template)))
+
+
+def set_chat_template(tokenizer, setting: str, where: str = "chat_template") -> list[str]:
+    """Give `tokenizer` the template a `chat_template` setting names, adding as special tokens
+    the markers it writes that the vocabulary lacks (else `<|im_end|>` is split into pieces and
+    generation never stops on it). Returns the tokens added; see fit_embeddings for the model."""
+    template = resolve_chat_template(setting, where)
+    vocab = tokenizer.get_vocab()
+    missing = [t for t in template_special_tokens(template) if t not in vocab]
+    if missing:
+        tokenizer.add_special_tokens({"additional_special_tokens": missing}, replace_extra_special_tokens=False)
+    tokenizer.chat_template = template
+    return missing
+
+
+def fit_embeddings(model, tokenizer) -> bool:
+    """Grow the model's embeddings (and output layer) to the tokenizer's size when tokens were
+    added, new rows at the mean of the old (transformers' mean resizing). True when it grew."""
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) <= rows:
+        return False
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    return True
+
+
 def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
     """The generation prompt in the model's chat template, or ChatML when it has none."""
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
