@@ -21,6 +21,10 @@ from mens.train.backends import BUILDERS as BACKENDS  # the registry: a new back
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DISTRIBUTED = ("auto", "ddp", "fsdp")
+# `optim` takes mens's names and transformers' TrainingArguments names for the same optimizers.
+OPTIM_ALIASES = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_bnb_8bit": "adamw_8bit"}
+OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", *OPTIM_ALIASES)
+SCHEDULERS = ("cosine", "linear", "constant", "constant_with_warmup")  # transformers' get_scheduler names
 
 
 def opt(default: Any = None, help: str | None = None, *, group: str, choices: tuple[str, ...] | None = None,
@@ -59,7 +63,13 @@ class TrainConfig:
     dora: bool = opt(False, "DoRA instead of plain LoRA", group=_ADAPT)
     # optimisation
     lr: float = opt(2e-4, group=_OPT)
+    optim: str = opt("adamw", "adamw (torch), adamw_8bit / paged_adamw_8bit (bitsandbytes)", group=_OPT,
+                     choices=OPTIMIZERS)
+    lr_scheduler_type: str = opt("cosine", "learning-rate schedule after warmup (transformers' get_scheduler)",
+                                 group=_OPT, choices=SCHEDULERS)
     warmup_steps: int = opt(10, group=_OPT)
+    warmup_ratio: float | None = opt(None, "warm up over this fraction of the steps (wins over --warmup-steps)",
+                                     group=_OPT)
     weight_decay: float = opt(0.0, group=_OPT)
     max_grad_norm: float = opt(1.0, group=_OPT)
     adam_betas: tuple[float, float] = opt((0.9, 0.999), "two floats: AdamW's beta1 beta2", group=_OPT)
@@ -143,6 +153,8 @@ class TrainConfig:
             raise bad(f"lr must be positive, got {self.lr}", "set --lr, e.g. 2e-4")
         if not 0 <= self.lora_dropout < 1:
             raise bad(f"lora_dropout must be in [0, 1), got {self.lora_dropout}", "set --lora-dropout")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
+            raise bad(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}", "set --warmup-ratio, e.g. 0.03")
         if not 0 <= self.val_split < 1:
             raise bad(f"val_split must be in [0, 1), got {self.val_split}", "set --val-split, e.g. 0.05")
         if self.max_steps is not None and self.max_steps < 1:

@@ -24,7 +24,7 @@ from mens.train import distributed, preflight
 from mens.train.allocator import in_use as allocator_in_use
 from mens.train.backends import Built, build
 from mens.train.checkpoint import Progress, newest_intact, remove_run_leftovers, resume
-from mens.train.config import TrainConfig
+from mens.train.config import OPTIM_ALIASES, TrainConfig
 from mens.train.data import build_examples, epoch_batches, file_sha256, raw_examples, split_validation
 from mens.train.loss import batch_loss, loss_against_reference
 from mens.train.manifest import Manifest
@@ -199,14 +199,9 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
         decoder = sharded = distributed.shard(model, decoder, head, dev, defer_sync=built.defer_grad_sync)
 
     # ---------------------------------------------------------------- optimizer, schedule, resume
-    from transformers import get_cosine_schedule_with_warmup
-
     params = built.trainable
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
-                                  fused=run.device == "cuda")
-    scheduler = get_cosine_schedule_with_warmup(optimizer, min(cfg.warmup_steps, total_steps), total_steps)
+    optimizer = build_optimizer(cfg, params, run.device, run.mode)
+    scheduler = build_scheduler(cfg, optimizer, total_steps)
     progress = Progress()
     if run.resume_from is not None:  # falls back to an older checkpoint if this one does not load
         run.resume_from, progress = resume(run.run_dir, model, optimizer, scheduler, run.rank, run.resume_from)
@@ -246,3 +241,42 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                         supervised_tokens=stats.supervised_tokens)
     return Session(built, decoder, head, sharded, amp, plan, batches_of, val_batches, window, total_steps,
                    params, optimizer, scheduler, progress, manifest, telemetry)
+
+
+# ---------------------------------------------------------------- the optimizer and the schedule
+
+def build_optimizer(cfg: TrainConfig, params: list, device: str, mode: str | None = None):
+    """`cfg.optim` over the trainable parameters, no weight decay on biases and norms: torch's
+    AdamW (fused on CUDA), or bitsandbytes' 8-bit AdamW (`adamw_8bit`) and its paged form
+    (`paged_adamw_8bit`; on a CPU bitsandbytes falls back to unpaged state, saying so)."""
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    name = OPTIM_ALIASES.get(cfg.optim, cfg.optim)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, fused=device == "cuda")
+    if mode == "fsdp":
+        raise MensError(f"--optim {cfg.optim} does not support FSDP-sharded parameters", "--optim",
+                        "use --optim adamw with --distributed fsdp, or --distributed ddp")
+    try:
+        import bitsandbytes.optim as bnb_optim
+    except ImportError as err:
+        raise MensError(f"--optim {cfg.optim} needs bitsandbytes ({err})", "--optim",
+                        "pip install bitsandbytes, or use --optim adamw") from None
+    cls = bnb_optim.PagedAdamW8bit if name == "paged_adamw_8bit" else bnb_optim.AdamW8bit
+    return cls(groups, lr=cfg.lr, betas=cfg.adam_betas)
+
+
+def warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
+    """`warmup_ratio` of the steps (rounded up, as transformers does) when given, else `warmup_steps`."""
+    steps = math.ceil(cfg.warmup_ratio * total_steps) if cfg.warmup_ratio is not None else cfg.warmup_steps
+    return min(steps, total_steps)
+
+
+def build_scheduler(cfg: TrainConfig, optimizer, total_steps: int):
+    """transformers' own schedule of that name (`get_scheduler`): cosine (decay to 0), linear,
+    constant (no warmup, as in transformers) or constant_with_warmup, after a linear warmup."""
+    from transformers import get_scheduler
+
+    return get_scheduler(cfg.lr_scheduler_type, optimizer, num_warmup_steps=warmup_steps(cfg, total_steps),
+                         num_training_steps=total_steps)

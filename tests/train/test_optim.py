@@ -1,0 +1,133 @@
+"""Optimizers (torch AdamW, bitsandbytes' 8-bit and paged AdamW) and transformers' schedules, as
+`mens train` builds them: each resumes exactly from a checkpoint, and the schedules have the
+shapes their names promise."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+from torch import nn
+
+from mens.errors import MensError
+from mens.train.checkpoint import Progress, load_checkpoint, rng_state, save_checkpoint
+from mens.train.config import SCHEDULERS, TrainConfig, resolve_config
+from mens.train.prepare import build_optimizer, build_scheduler, warmup_steps
+
+OPTIMS = ("adamw", "adamw_8bit", "paged_adamw_8bit")
+
+
+def _cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{"model": "m", "lr": 1e-2, "warmup_steps": 2, "weight_decay": 0.1, **kw}).validate()
+
+
+def _setup(cfg: TrainConfig, seed: int, total: int = 8):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 3))  # 6144 weights: 8-bit state
+    optimizer = build_optimizer(cfg, [p for p in model.parameters()], "cpu")
+    return model, optimizer, build_scheduler(cfg, optimizer, total)
+
+
+def _step(model, optimizer, scheduler) -> tuple[float, float]:
+    loss = model(torch.randn(5, 64)).square().mean()
+    loss.backward()
+    lr = scheduler.get_last_lr()[0]
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return loss.item(), lr
+
+
+@pytest.mark.filterwarnings("ignore:Paged optimizers are not supported on CPU")
+@pytest.mark.parametrize("optim", OPTIMS)
+@pytest.mark.parametrize("schedule", SCHEDULERS)
+def test_every_optimizer_and_schedule_resumes_exactly(tmp_path, optim, schedule):
+    cfg = _cfg(optim=optim, lr_scheduler_type=schedule)
+    model, optimizer, scheduler = _setup(cfg, 0)
+    before = [p.detach().clone() for p in model.parameters()]
+    head = [_step(model, optimizer, scheduler) for _ in range(3)]
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # it trains
+    if optim != "adamw":
+        assert optimizer.state[model[0].weight]["state1"].dtype == torch.uint8  # 8-bit moments
+    path = save_checkpoint(tmp_path, model, optimizer, scheduler, Progress(step=3), [rng_state()])
+    expected = [_step(model, optimizer, scheduler) for _ in range(4)]
+    fresh, fresh_opt, fresh_sched = _setup(cfg, 1)
+    load_checkpoint(path, fresh, fresh_opt, fresh_sched)
+    assert [_step(fresh, fresh_opt, fresh_sched) for _ in range(4)] == expected
+    lrs = [lr for _, lr in head + expected]
+    assert lrs[:2] == ([1e-2, 1e-2] if schedule == "constant" else [0.0, 5e-3])  # warmup from 0 (not constant)
+
+
+def test_schedule_shapes_and_warmup_ratio():
+    def lrs(**kw):
+        cfg = _cfg(**kw)
+        _, optimizer, scheduler = _setup(cfg, 0, total=10)
+        out = []
+        for _ in range(10):
+            out.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+        return out
+
+    linear = lrs(lr_scheduler_type="linear")
+    assert linear[2] == pytest.approx(1e-2) and linear[6] == pytest.approx(0.5e-2)  # 8 decay steps after 2
+    assert set(lrs(lr_scheduler_type="constant_with_warmup")[2:]) == {1e-2}
+    cosine = lrs(lr_scheduler_type="cosine")
+    assert cosine[6] == pytest.approx(0.5e-2) and cosine[9] < cosine[7] < 1e-2
+    assert lrs(lr_scheduler_type="linear", warmup_ratio=0.25)[:4] == pytest.approx([0, 1 / 3 * 1e-2, 2 / 3 * 1e-2, 1e-2])
+    assert warmup_steps(_cfg(warmup_ratio=0.05), 30) == 2 and warmup_steps(_cfg(warmup_steps=50), 30) == 30
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"optim": "sgd"}, "unknown optim value 'sgd'"),
+    ({"lr_scheduler_type": "polynomial"}, "unknown lr_scheduler_type value 'polynomial'"),
+    ({"warmup_ratio": 1.5}, "warmup_ratio must be in [0, 1]"),
+])
+def test_bad_values_are_one_line(values, message):
+    with pytest.raises(MensError) as err:
+        TrainConfig(model="m", **values).validate()
+    assert message in err.value.what
+
+
+def test_hf_names_and_flags(tmp_path, capsys):
+    from mens.cli import main
+
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("model: m\noptim: adamw_bnb_8bit\nlr_scheduler_type: linear\nwarmup_ratio: 0.1\n")
+    cfg = resolve_config({}, str(yaml))
+    assert (cfg.optim, cfg.lr_scheduler_type, cfg.warmup_ratio) == ("adamw_bnb_8bit", "linear", 0.1)
+    model, optimizer, _ = _setup(cfg, 0)
+    assert type(optimizer).__name__ == "AdamW8bit"
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "--optim" in out and "--lr-scheduler-type" in out and "--warmup-ratio" in out
+    with pytest.raises(MensError, match="FSDP"):
+        build_optimizer(cfg, list(model.parameters()), "cuda", "fsdp")
+
+
+@pytest.mark.filterwarnings("ignore:Paged optimizers are not supported on CPU")
+def test_a_run_with_8bit_adamw_and_a_linear_schedule_resumes_exactly(tiny_model_dir, tmp_path):
+    from train_helpers import config, write_pairs
+
+    from mens.train.loop import train
+
+    data = write_pairs(tmp_path / "data")
+    common = dict(backend="lora", max_steps=5, lr=5e-3, seq_len=128, optim="paged_adamw_8bit",
+                  lr_scheduler_type="linear", warmup_ratio=0.4, lora_r=64)
+    whole = train(config(tiny_model_dir, data, tmp_path / "whole", **common))
+
+    def ctrl_c_at_2(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = tmp_path / "cut"
+    first = train(config(tiny_model_dir, data, run, **common), on_step=ctrl_c_at_2)
+    assert first.status == "interrupted" and first.steps == 2
+    second = train(config(tiny_model_dir, data, run, **common))
+    assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
+    hp = json.loads((run / "training_manifest.json").read_text())["hyperparameters"]
+    assert (hp["optim"], hp["lr_scheduler_type"], hp["warmup_ratio"]) == ("paged_adamw_8bit", "linear", 0.4)
