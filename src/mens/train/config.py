@@ -114,7 +114,7 @@ class TrainConfig:
                                       "groups; same gradients, less activation memory)", group=_SPEED)
     # reporting and provenance
     report_to: list[str] = opt(None, "extra metric sinks; telemetry.jsonl is always written", group=_CADENCE,
-                               choices=("jsonl", "tensorboard", "none"), factory=lambda: ["jsonl"])
+                               choices=("jsonl", "tensorboard", "wandb", "mlflow", "trackio", "none"), factory=lambda: ["jsonl"])
     upstream_model_id: str | None = opt(None, group=_PROV)
     license: str | None = opt(None, group=_PROV)
     attribution_required: bool | None = opt(None, group=_PROV)
