@@ -247,3 +247,22 @@ def test_a_hub_dataset_id_offline_is_a_clear_error(monkeypatch):
     with pytest.raises(MensError) as err:
         read_pairs("hf:tatsu-lab/alpaca")
     assert "offline" in err.value.what and "tatsu-lab/alpaca" in err.value.what and ".parquet" in err.value.todo
+
+
+def test_mens_train_reads_a_train_parquet_of_sharegpt_rows(tiny_model_dir, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from mens.train.config import resolve_config
+    from mens.train.loop import train
+
+    rows = [{"conversations": [{"from": "human", "value": f"Add {i} and 1."},
+                               {"from": "gpt", "value": f"fn add() to int {{ return {i} + 1 }}"}]} for i in range(12)]
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), data / "train.parquet")
+    out = train(resolve_config({"model": str(tiny_model_dir), "data_dir": str(data), "output_dir": str(tmp_path / "run"),
+                                "preset": "tiny", "device": "cpu", "backend": "lora", "max_steps": 2, "seq_len": 128,
+                                "eval_interval": 0, "save_interval": 0}))
+    assert out.status == "completed"
+    manifest = json.loads((tmp_path / "run" / "training_manifest.json").read_text())
+    assert manifest["data"]["train_file"].endswith("train.parquet") and manifest["data"]["train_pairs"] == 12
