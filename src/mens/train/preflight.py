@@ -80,8 +80,8 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
     if train.is_dir():
         raise MensError("train.jsonl is a folder, not a file", str(train), "put the training pairs in a file")
     if not train.is_file():
-        raise MensError("no train.jsonl in the data directory", str(root),
-                        "run `mens corpus mix`, or put a train.jsonl (one pair per line) there")
+        raise MensError("no train.jsonl in the data directory (nor a train.parquet)", str(root),
+                        "run `mens corpus mix`, or put a train.jsonl (one row per line) there")
     pairs, skipped = read_pairs(train, lenient=lenient)
     if not pairs:
         raise MensError("train.jsonl holds no training pairs", str(train),
