@@ -115,11 +115,11 @@ for tool use), or a plain `text` trained on every token."""
             out["text"] = self.text
         elif self.messages is not None:
             out["messages"] = self.messages
-            if self.tools is not None:
-                out["tools"] = self.tools
         else:
             out["prompt"] = self.prompt
             out["response"] = self.response
+        if self.tools is not None:
+            out["tools"] = self.tools
         for key in ("system", "category", "rating", "difficulty", "lane", "response_mode", "lang", "source"):
             value = getattr(self, key)
             if value is not None:
