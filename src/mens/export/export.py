@@ -6,6 +6,7 @@ LoRA and an Ollama Modelfile. Every output is written to a temp name and renamed
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import tempfile
@@ -119,7 +120,7 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
     ollama_dir = Path(ollama_dir) if ollama_dir else None
     check_export_args(source, out, quant, lora_gguf, ollama_dir)
     gguf.converter_dir()                          # fetched (or a clear error) before the merge
-    if quant == "q4_k_m" and gguf.llama_cpp_version() is None:
+    if quant == "q4_k_m" and importlib.util.find_spec("llama_cpp") is None:
         raise MensError("--quant q4_k_m needs llama.cpp's quantizer (llama-cpp-python)", "--quant",
                         "pip install 'mens[export]', or use --quant q8_0 or f16")
 
