@@ -73,7 +73,7 @@ def _fetch_sdist(version: str, cached: Path) -> Path:
     cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cached.parent) as tmp:
         proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-                               "--no-build-isolation", "-d", tmp, f"llama-cpp-python=={version}"],
+                               "-d", tmp, f"llama-cpp-python=={version}"],
                               capture_output=True, text=True)
         sdists = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
         if proc.returncode or not sdists:
