@@ -38,6 +38,7 @@ class RlOptions:
     epsilon: float = 0.2         # clipping of the probability ratio
     lora_r: int = 16
     lora_alpha: int = 32
+    train_lm_head: bool = False  # the output head trains in full beside the LoRA (all-linear leaves it out)
     seed: int = 0
     save_steps: int = 25
     device: str = "cpu"
@@ -66,6 +67,9 @@ class RlOptions:
                 raise MensError(f"unknown reward {name!r}", where, f"use {', '.join(NAMES)}")
             if not _finite(w) or w < 0:
                 raise MensError(f"reward weight of {name} must be 0 or more, got {w!r}", where, "fix the weight")
+        if not isinstance(self.train_lm_head, bool):
+            raise MensError(f"train_lm_head must be true or false, got {self.train_lm_head!r}", where,
+                            "fix train_lm_head")
         if not any(self.rewards.values()):
             raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
         return self
@@ -120,7 +124,9 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
     """Train; returns TRL's trainer. `extra_rewards`: name → (TRL-shaped callable, weight), for
     rewards beyond mens's own (the tests' toy task)."""
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
+
+    from mens.rl.sampler import grpo_trainer_class
 
     rows = read_prompt_rows(prompts, bench)
     limits = Limits(timeout_s=opts.sandbox_timeout_s, memory_mb=opts.sandbox_memory_mb)
@@ -139,10 +145,12 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
                       temperature=opts.temperature, top_p=1.0, beta=opts.beta, epsilon=opts.epsilon,
                       reward_weights=weights, loss_type="grpo", scale_rewards="group", disable_dropout=True,
                       log_completions=False)
-    trainer = GRPOTrainer(model=start.model, reward_funcs=funcs, args=args, train_dataset=Dataset.from_list(rows),
-                          processing_class=start.tokenizer,
-                          peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
-                          callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
+    trainer = grpo_trainer_class()(model=start.model, reward_funcs=funcs, args=args,
+                                   train_dataset=Dataset.from_list(rows),
+                                   processing_class=start.tokenizer,
+                                   peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha,
+                                                                  train_lm_head=opts.train_lm_head),
+                                   callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
     rl_run.quiet(trainer)
     began = rl_run.clock()
     trainer.train(resume_from_checkpoint=resume)

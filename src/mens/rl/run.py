@@ -61,10 +61,16 @@ def load_start(source: str, device: str = "cpu") -> Start:
     return Start(model.to(device), tokenizer, base, source, chat)
 
 
-def lora_config(r: int, alpha: int, dropout: float = 0.0):
+def lora_config(r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = False):
+    """A LoRA on every linear layer but the output head ("all-linear"); with `train_lm_head` the
+    output head `lm_head` trains in full beside it (PEFT's `modules_to_save`; saved in the
+    adapter). TRL's GRPO computes log-probabilities from `lm_head.weight` itself, so a LoRA *on*
+    the head would never train; a trained copy of the head does, and it lets a small model move
+    its token distribution directly (RlOptions.train_lm_head)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM",
+                      modules_to_save=["lm_head"] if train_lm_head else None)
 
 
 def open_run(output_dir: str | Path, force_restart: bool) -> tuple[Path, str | None]:
