@@ -3,7 +3,8 @@
 Everything is drawn here as inline SVG (no scripts, no network, no plotting library), so the page
 opens anywhere, including a CI artifact viewer. Charts: training and validation loss, tokens/s,
 learning rate, bench pass@1 over training, and the corpus composition (mix sources and eval
-categories). Sources: `telemetry.jsonl`, `training_manifest.json`, `eval_results.json`,
+categories); for `mens rl` / `mens dpo` runs also the reward curves (GRPO's weighted `reward` and
+each `rewards_<name>`; DPO's chosen, rejected and margin rewards) and the KL to the start model. Sources: `telemetry.jsonl`, `training_manifest.json`, `eval_results.json`,
 `benchmark_results.json`, `gate_receipt.json`, and the mix report next to the training data.
 """
 
@@ -167,6 +168,21 @@ def _mix_report(run: Path, manifest: dict) -> dict | None:
     return None
 
 
+def _reward_charts(events: list[dict]) -> list[str]:
+    """Reward and KL over steps for rl/dpo runs (none for a run that logged neither): the
+    weighted `reward` and every `rewards_<name>` (not their `_std`, nor DPO's accuracy, a share
+    on another scale), then `kl`."""
+    keys = sorted({k for ev in events if ev.get("event") == "step" for k in ev
+                   if k == "reward" or (k.startswith("rewards_") and not k.endswith(("_std", "_accuracies")))})
+    charts = []
+    if keys:
+        keys.sort(key=lambda k: k != "reward")  # the weighted total first
+        charts.append(line_chart("reward", {k.removeprefix("rewards_"): _series(events, k, ("step",)) for k in keys}))
+    if any(ev.get("event") == "step" and "kl" in ev for ev in events):
+        charts.append(line_chart("KL to the start model", {"kl": _series(events, "kl", ("step",))}))
+    return charts
+
+
 def _base_run_events(manifest: dict) -> list[dict]:
     base = manifest.get("base_model")
     path = base.get("path") if isinstance(base, dict) else base
@@ -210,6 +226,7 @@ def render_report(run_dir: str | Path) -> str:
         line_chart("learning rate", {"lr": _series(events, "lr", step_kinds)}),
         line_chart("bench pass@1 during training", {"pass@1": sorted(bench_pts)}, y_range=(0.0, 1.0)),
     ]
+    charts += _reward_charts(events)
     base_events = _base_run_events(manifest)
     if base_events:  # the base is itself a mens run (the pipeline's scratch base): show how it learnt
         charts.append(line_chart("base model loss (its own training run)",
@@ -229,6 +246,7 @@ def render_report(run_dir: str | Path) -> str:
                                 [(k, float(v.get("pass_at_1", 0.0))) for k, v in bench["by_category"].items()]))
 
     summary = _table([("base model", (manifest.get("base_model") or {}).get("path") if isinstance(manifest.get("base_model"), dict) else manifest.get("base_model")),
+                      ("method", manifest.get("method")),
                       ("status", manifest.get("status")), ("steps", results.get("steps")),
                       ("final loss", results.get("final_loss")), ("val loss", results.get("val_loss")),
                       ("tokens/s", results.get("tokens_per_s")), ("wall time (s)", results.get("wall_time_s")),
