@@ -144,6 +144,33 @@ def test_grammar_change_forces_reextraction_and_model_skips_scratch(project, run
     assert plan["extract"] == plan["train"] == "skipped"
 
 
+def test_dpo_and_rl_stages_run_between_train_and_bench(project, run_cli, tiny_model_dir):
+    """With `dpo:` and `rl:` sections the fine-tune goes on through DPO (pairs from the corpus's
+    fix lane) and GRPO; bench, gate, card and report judge the rl run; a rerun skips both."""
+    (project / "prompts.jsonl").write_text("".join(json.dumps({"prompt": f"Write a Vox type number {i}."}) + "\n"
+                                                   for i in range(2)))
+    cfg = project / "pipeline.yaml"
+    config = yaml.safe_load(cfg.read_text())
+    config.update(dpo={"steps": 2, "batch_size": 2, "save_steps": 2, "max_length": 256},
+                  rl={"prompts": "prompts.jsonl", "steps": 2, "prompts_per_step": 1, "num_generations": 2,
+                      "max_completion_length": 8, "save_steps": 2, "rewards": {"parses": 1.0, "not_stub": 0.5}})
+    cfg.write_text(yaml.safe_dump(config))
+    code, out, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir)
+    assert code == 0, err
+    work = project / "work"
+    dpo, rl = (json.loads((work / n / "training_manifest.json").read_text()) for n in ("dpo", "rl"))
+    assert (dpo["method"], rl["method"], rl["provenance"]["start_model"]) == ("dpo", "grpo", str(work / "dpo"))
+    assert (work / "corpus" / "prefs.jsonl").stat().st_size > 0
+    for name in ("benchmark_results.json", "gate_receipt.json", "MODEL_CARD.md", "report.html"):
+        assert (work / "rl" / name).is_file(), name
+    assert "<title>reward</title>" in (work / "rl" / "report.html").read_text()
+    assert f"mens serve {work / 'rl'}" in out
+    state = json.loads((work / "pipeline_state.json").read_text())
+    assert list(state["stages"])[6:9] == ["train", "dpo", "rl"]  # no scratch base with --model
+    code, out, err = run_cli("pipeline", "--config", cfg, "--model", tiny_model_dir)
+    assert code == 0 and "[dpo] skipped" in err and "[rl] skipped" in err, err
+
+
 def test_pipeline_stops_at_the_first_failure(project, run_cli):
     (project / "src" / "shapes.vox").unlink()
     (project / "src" / "notes.vox").unlink()
@@ -206,6 +233,8 @@ def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     ({"scratch": {"data": "x.jsonl", "lr": 1e-3, "layers": 2}}, "unknown config key 'layers'"),
     ({"bench": {"paths": "bench"}}, "unknown key(s) in 'bench': paths"),
     ({"gate": {"policy": "gates.yaml", "strict": True}}, "unknown key(s) in 'gate': strict"),
+    ({"rl": {"prompts": "p.jsonl", "stepz": 3}}, "unknown key(s) in 'rl': stepz"),
+    ({"dpo": {"beta": 0.1, "lr": 3}}, "unknown key(s) in 'dpo': lr"),
 ])
 def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit, message):
     config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())

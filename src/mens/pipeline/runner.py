@@ -1,7 +1,10 @@
 """`mens pipeline`: run the stages in order, skipping each one whose inputs are unchanged.
 
     extract → pairs → validate → generate-data → mix → eval → train-scratch-base → train
-            → bench → gate → card → report
+            → [dpo → rl] → bench → gate → card → report
+
+(dpo and rl run only when the config has a `dpo:` / `rl:` section; bench and what follows then
+judge the last of them.)
 
 Each stage declares its input paths, its parameters, the language packs it depends on and its
 outputs (`mens.pipeline.stages`). Before running a stage the engine fingerprints the inputs'
@@ -162,7 +165,18 @@ _SECTION_KEYS = {
               "compare_base"},
     "gate": {"policy"},
 }
-_TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", *_SECTION_KEYS}
+_TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", "dpo", "rl", *_SECTION_KEYS}
+
+
+def _training_keys() -> dict[str, set[str]]:
+    """`dpo` and `rl` take their command's options (DpoOptions / RlOptions fields) plus the data."""
+    from dataclasses import fields
+
+    from mens.rl.dpo import DpoOptions
+    from mens.rl.grpo import RlOptions
+
+    return {"dpo": {"data", *(f.name for f in fields(DpoOptions))},
+            "rl": {"prompts", *(f.name for f in fields(RlOptions))}}
 
 
 def check_keys(config: dict[str, Any], where: str) -> None:
@@ -171,7 +185,7 @@ def check_keys(config: dict[str, Any], where: str) -> None:
     for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
         if isinstance(config.get(name), dict):
             canonical_fields(config[name], f"{where}: {name}", extra=frozenset({"data"} if name == "scratch" else ()))
-    allowed = _SECTION_KEYS
+    allowed = {**_SECTION_KEYS, **(_training_keys() if "dpo" in config or "rl" in config else {})}
     unknown = sorted(set(map(str, config)) - _TOP_KEYS)
     if unknown:
         raise MensError(f"unknown key(s) {', '.join(unknown)}", where,

@@ -8,6 +8,9 @@ Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
     data/train.jsonl (+ mix report)  eval_results.json                pretrain/train.jsonl (scratch.data)
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
+    dpo/  rl/   the optional `mens dpo` / `mens rl` runs (config sections `dpo:` / `rl:`), each over
+    the one before it; the last run made is the one bench, gate, card and report judge
+    corpus/prefs.jsonl   dpo's preference pairs (`mens corpus prefs` on pairs.valid.jsonl)
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mens.errors import GateFailure, MensError
 from mens.pipeline.runner import Context, Stage
@@ -208,6 +211,88 @@ def _model_files(run: Path) -> list[Path]:
     return sorted(f for f in run.iterdir() if f.is_file() and f.name not in RESULT_FILES and not f.name.startswith("."))
 
 
+# ---------------------------------------------------------------- preference and RL training (optional)
+
+def _after_sft(ctx: Context, stage: str) -> Path:
+    """The run a stage starts from: dpo from the fine-tune, rl from dpo when there is one."""
+    return _p(ctx, "dpo") if stage == "rl" and "dpo" in ctx.config else _p(ctx, "run")
+
+
+def final_run(ctx: Context) -> Path:
+    """The run bench, gate, card and report judge: the last training stage's."""
+    return next((_p(ctx, n) for n in ("rl", "dpo") if n in ctx.config), _p(ctx, "run"))
+
+
+def _off(name: str) -> Callable[[Context], str | None]:
+    return lambda ctx: None if name in ctx.config else f"no `{name}:` section in the config"
+
+
+def _held_out(ctx: Context) -> Path | None:
+    bench = ctx.path(_bench_params(ctx)["path"])
+    return bench if bench.exists() else None
+
+
+def _dpo_params(ctx: Context) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from mens.rl.dpo import DpoOptions
+
+    sec = dict(ctx.section("dpo"))
+    data = sec.pop("data", None)
+    opts = DpoOptions(**{"seed": int(ctx.config.get("seed", 0)), **sec})
+    return {"data": str(ctx.path(data).resolve()) if data else None, **asdict(opts)}
+
+
+def _dpo_data(ctx: Context) -> Path:
+    data = _dpo_params(ctx)["data"]
+    return Path(data) if data else _p(ctx, "corpus", "pairs.valid.jsonl")
+
+
+def _dpo(ctx: Context) -> dict[str, Any]:
+    from mens.rl.cli import _refuse_bench_overlap
+    from mens.rl.dpo import DpoOptions, dpo
+
+    params, bench = _dpo_params(ctx), _held_out(ctx)
+    data = params.pop("data")
+    if data is None:  # pairs from the corpus's error-correction lane, bench tasks dropped
+        from mens.corpus.prefs import make_prefs
+
+        data = _p(ctx, "corpus", "prefs.jsonl")
+        make_prefs([_p(ctx, "corpus", "pairs.valid.jsonl")], data, bench=bench)
+    elif bench is not None:
+        _refuse_bench_overlap(bench, Path(data))
+    trainer = dpo(str(_after_sft(ctx, "dpo")), data, _p(ctx, "dpo"), DpoOptions(**params),
+                  force_restart=not ctx.resume)
+    last = next((h for h in reversed(trainer.state.log_history) if "rewards/margins" in h), {})
+    return {"steps": trainer.state.global_step, "reward margin": last.get("rewards/margins")}
+
+
+def _rl_params(ctx: Context) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from mens.rl.grpo import RlOptions
+
+    sec = dict(ctx.section("rl"))
+    prompts = sec.pop("prompts", None)
+    if not prompts:
+        raise MensError("no rl prompts", "pipeline config: rl.prompts",
+                        "give a JSONL of {prompt, lang?, expect_contains?, tests?} (docs/rl.md)")
+    opts = RlOptions(**{"seed": int(ctx.config.get("seed", 0)), **sec}).check("pipeline config: rl")
+    return {"prompts": str(ctx.path(prompts).resolve()), **asdict(opts)}
+
+
+def _rl(ctx: Context) -> dict[str, Any]:
+    from mens.rl.grpo import RlOptions, grpo
+
+    params = _rl_params(ctx)
+    prompts = params.pop("prompts")
+    trainer = grpo(str(_after_sft(ctx, "rl")), prompts, _p(ctx, "rl"), RlOptions(**params), bench=_held_out(ctx),
+                   force_restart=not ctx.resume)
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    return {"steps": trainer.state.global_step, "first reward": rewards[0] if rewards else None,
+            "last reward": rewards[-1] if rewards else None}
+
+
 # ---------------------------------------------------------------- evaluation
 
 def _bench_params(ctx: Context) -> dict[str, Any]:
@@ -234,11 +319,11 @@ def _bench(ctx: Context) -> dict[str, Any]:
     opts = dict(k=p["k"], n=p["samples"], temperature=p["temperature"], seed=p["seed"], limit=p["limit"],
                 max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"])
     bench = ctx.path(p["path"])
-    res = run_bench(_p(ctx, "run"), bench, **opts,
+    res = run_bench(final_run(ctx), bench, **opts,
                     train_data=[t for t in [_p(ctx, "data", "train.jsonl")] if t.is_file()])
     figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
     if p["grammar"]:
-        constrained = run_bench(_p(ctx, "run"), bench, **opts, grammar=p["grammar"])
+        constrained = run_bench(final_run(ctx), bench, **opts, grammar=p["grammar"])
         res["grammar"] = {"lang": p["grammar"], **{k: constrained[k] for k in _RATES}}
         figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
     if p["compare_base"]:
@@ -248,7 +333,7 @@ def _bench(ctx: Context) -> dict[str, Any]:
                           "parse_rate_drop": base["parse_rate"] - res["parse_rate"]}
         figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
     res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
-    write_json_atomic(_p(ctx, "run", "benchmark_results.json"), res)
+    write_json_atomic(final_run(ctx) / "benchmark_results.json", res)
     if res.get("contamination", {}).get("contaminated"):
         figures["contaminated"] = len(res["contamination"]["contaminated"])
     return figures
@@ -262,7 +347,7 @@ def _gate(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.gates import run_gates
     from mens.records import atomic_path
 
-    run = _p(ctx, "run")
+    run = final_run(ctx)
     # The run dir carries its own eval results, so gate, card and report read one folder.
     with atomic_path(run / "eval_results.json") as tmp:
         shutil.copyfile(_p(ctx, "data", "eval_results.json"), tmp)
@@ -278,17 +363,17 @@ def _gate(ctx: Context) -> dict[str, Any]:
 def _card(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.card import write_card
 
-    return {"card": str(write_card(_p(ctx, "run")))}
+    return {"card": str(write_card(final_run(ctx)))}
 
 
 def _report(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.report import write_report
 
-    return {"report": str(write_report(_p(ctx, "run")))}
+    return {"report": str(write_report(final_run(ctx)))}
 
 
 def _run_results(ctx: Context, *names: str) -> list[Path]:
-    return [_p(ctx, "run", n) for n in names]
+    return [final_run(ctx) / n for n in names]
 
 
 # The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
@@ -296,6 +381,7 @@ def _run_results(ctx: Context, *names: str) -> list[Path]:
 _CORPUS = ("mens.corpus", "mens.records", "mens.pipeline.fingerprint")
 _TRAIN = ("mens.train", "mens.records", "mens.hf")
 _EVALUATE = ("mens.evaluate",)
+_RL = ("mens.rl", "mens.hf", "mens.records")
 
 STAGES: list[Stage] = [
     Stage("extract", inputs=_sources, outputs=lambda c: [_p(c, "corpus", "units.jsonl")], run=_extract,
@@ -323,7 +409,13 @@ STAGES: list[Stage] = [
     Stage("train", inputs=lambda c: [_p(c, "data", "train.jsonl"), *_base_inputs(c)],
           outputs=lambda c: [_p(c, "run", "training_manifest.json")], run=_train, params=_train_params, code=_TRAIN,
           help="QLoRA fine-tune of the base"),
-    Stage("bench", inputs=lambda c: [*_model_files(_p(c, "run")), c.path(_bench_params(c)["path"]), *_base_inputs(c)],
+    Stage("dpo", inputs=lambda c: [*_model_files(_after_sft(c, "dpo")), _dpo_data(c)],
+          outputs=lambda c: [_p(c, "dpo", "training_manifest.json")], run=_dpo, params=_dpo_params, needed=_off("dpo"),
+          packs=_all_packs, code=_RL + ("mens.corpus",), help="preference training (DPO) on the corpus's fix pairs"),
+    Stage("rl", inputs=lambda c: [*_model_files(_after_sft(c, "rl")), Path(_rl_params(c)["prompts"])],
+          outputs=lambda c: [_p(c, "rl", "training_manifest.json")], run=_rl, params=_rl_params, needed=_off("rl"),
+          packs=_all_packs, code=_RL + ("mens.evaluate",), help="GRPO with the language pack's rewards"),
+    Stage("bench", inputs=lambda c: [*_model_files(final_run(c)), c.path(_bench_params(c)["path"]), *_base_inputs(c)],
           outputs=lambda c: _run_results(c, "benchmark_results.json"), run=_bench, params=_bench_params,
           packs=_all_packs, code=_EVALUATE + ("mens.inference", "mens.hf"), help="held-out bench pass@k"),
     Stage("gate", inputs=lambda c: [_p(c, "data", "eval_results.json"), _policy(c),
