@@ -45,8 +45,9 @@ def test_grpo_writes_a_run_dir_with_each_reward_and_kl(run_cli, tiny_model_dir, 
 # The toy task: write the ten digits (mens's own `expects` reward: the share of the task's
 # `expect_contains` strings in the answer). A random 64-wide model starts near 0.04; with the
 # output head trained beside the LoRA (`train_lm_head`) it learns to emit digits within a few
-# steps. Measured (docs/rl.md): mean of the first 4 steps ~0.04, of the last 4 ~0.37 (seeds 0
-# and 2); the same run at learning_rate 1e-9 stays at 0.02-0.04 and fails this test.
+# steps. Measured (docs/rl.md), mean of the first 4 steps -> of the last 4: seed 0 0.039 -> 0.409
+# (this test), seed 1 0.069 -> 0.289, seed 2 0.031 -> 0.267; the same run at learning_rate 1e-9
+# stays at 0.01-0.04 (0.030 -> 0.024) and fails this test.
 TOY = "rewards: {expects: 1.0}\nlearning_rate: 0.03\nprompts_per_step: 2\nnum_generations: 8\n" \
       "max_completion_length: 6\nbeta: 0.04\nlora_r: 8\nlora_alpha: 16\ntrain_lm_head: true\n"
 
@@ -71,7 +72,7 @@ def test_grpo_learns_a_toy_verifiable_task(run_cli, tiny_model_dir, toy, tmp_pat
     rewards = [e["rewards_expects"] for e in read_events(run / "telemetry.jsonl") if e["event"] == "step"]
     assert len(rewards) == 16
     first, last = sum(rewards[:4]) / 4, sum(rewards[-4:]) / 4
-    assert last >= first + 0.2, rewards
+    assert last >= first + 0.15, rewards  # noise (the lr 1e-9 run): first and last 4 within 0.02
     assert json.loads((run / "training_manifest.json").read_text())["hyperparameters"]["train_lm_head"] is True
     from peft import PeftConfig
 
