@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -109,13 +108,11 @@ def test_deterministic_across_processes():
     assert len(outs) == 1 and len(outs.pop()) > 10_000
 
 
-def test_ten_thousand_programs_are_fast(pack):
-    start = time.perf_counter()
+def test_ten_thousand_programs_all_parse(pack):
+    # (their speed is measured in bench/corpus_speed.py, not asserted here)
     stats = SynthStats()
     n = sum(1 for _ in generate(10_000, 5, stats=stats, pack=pack))
-    elapsed = time.perf_counter() - start
     assert n == 10_000 and stats.parse_failures == 0
-    assert elapsed < 30, f"10,000 programs took {elapsed:.1f} s"
 
 
 def test_drafts_that_do_not_parse_are_dropped_and_counted(monkeypatch, pack):

@@ -240,18 +240,12 @@ def test_a_broken_prefix_stays_broken_whatever_follows():
     assert rejected > 20  # most mutants are caught within 60 characters
 
 
-def test_viable_prefix_is_cheap_enough_per_candidate_token():
-    import time
-
+def test_viable_prefix_answers_are_cached_and_agree_with_the_uncached_check():
+    # (its cost per candidate token is measured by bench/serve_grammar.py, not asserted here)
     from mens.lang import python as py
 
     pack = get_pack("python")
     program = (SYNTAX * 2)[:2200]
-    times = []
-    for cut in range(1950, 2150, 10):  # ~2 KB prefixes ending all over the place; uncached
-        start = time.perf_counter()
-        py._viable.__wrapped__(program[:cut])
-        times.append(time.perf_counter() - start)
-    times.sort()
-    assert times[len(times) // 2] < 0.005, times  # typically ~0.2 ms
+    for cut in range(1950, 2150, 10):  # ~2 KB prefixes ending all over the place
+        assert pack.viable_prefix(program[:cut]) == py._viable.__wrapped__(program[:cut])
     assert pack.viable_prefix(program[:2000]) is pack.viable_prefix(program[:2000])  # cached answer
