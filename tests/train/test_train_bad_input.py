@@ -144,7 +144,7 @@ CASES = {
                        2, "no output directory given (--output-dir)"),
     # data
     "data-missing": (with_("--data-dir", "{t}/none"), 2, "data directory not found ({t}/none)"),
-    "data-is-file": (with_("--data-dir", "{t}/afile"), 2, "--data-dir is a file, not a folder ({t}/afile)"),
+    "data-is-file": (with_("--data-dir", "{t}/afile"), 2, "--data-dir is a file but not a .jsonl or .parquet one ({t}/afile)"),
     "data-no-train-jsonl": (with_("--data-dir", "{t}/data_none"), 2, "no train.jsonl in the data directory"),
     "data-train-jsonl-folder": (with_("--data-dir", "{t}/data_folder"), 2, "train.jsonl is a folder, not a file"),
     "data-empty": (with_("--data-dir", "{t}/data_empty"), 2, "train.jsonl holds no training pairs"),

@@ -132,3 +132,21 @@ def test_bad_flags_and_config(run_cli, tiny_model_dir, data_dir, tmp_path):
     (tmp_path / "c.yaml").write_text("lora_rank: 8\n")
     _one_line_error(*run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "r2", config=tmp_path / "c.yaml"))[::2],
                     "unknown config key 'lora_rank'")
+
+
+def test_data_dir_may_name_the_training_file_itself(run_cli, tiny_model_dir, data_dir, tmp_path):
+    """`--data-dir FILE.jsonl` trains on that file exactly as a folder holding it as train.jsonl."""
+    from mens.records import read_pairs
+
+    single = tmp_path / "rows.jsonl"
+    shutil.copyfile(data_dir / "train.jsonl", single)
+    runs = {}
+    for name, data in (("dir", data_dir), ("file", single)):
+        code, _, err = run_cli(*train_args(tiny_model_dir, data, tmp_path / name, max_steps=2, val_split=0.25))
+        assert code == 0, err
+        runs[name] = json.loads((tmp_path / name / "training_manifest.json").read_text())
+    assert runs["file"]["results"]["final_loss"] == runs["dir"]["results"]["final_loss"]
+    assert len(read_pairs(single)[0]) == 8
+    (tmp_path / "empty.jsonl").write_text("")
+    _one_line_error(*run_cli(*train_args(tiny_model_dir, tmp_path / "empty.jsonl", tmp_path / "e"))[::2],
+                    "holds no training pairs")

@@ -5,7 +5,7 @@ and returns a few key figures for the summary table.
 Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
 
     corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
-    data/train.jsonl (+ mix report)  eval_results.json                pretrain/train.jsonl (scratch.data)
+    data/train.jsonl (+ mix report)  eval_results.json
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
     dpo/  rl/   the optional `mens dpo` / `mens rl` runs (config sections `dpo:` / `rl:`), each over
@@ -185,19 +185,10 @@ def _run_train(ctx: Context, flags: dict[str, Any], out: Path, data_dir: Path) -
 
 
 def _scratch(ctx: Context) -> dict[str, Any]:
-    from mens.records import atomic_path
-
-    params, data_dir = _scratch_params(ctx), _p(ctx, "data")
-    if params.get("data"):
-        # `mens train` takes a data dir and reads DIR/train.jsonl, so `scratch.data` (any pairs
-        # file) is copied into a dir of the base's own. Kept, not passed by path, until
-        # TrainConfig can name a train file: the copy is the base's training data as trained on,
-        # and base/training_manifest.json points at it.
-        data_dir = _p(ctx, "pretrain")
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with atomic_path(data_dir / "train.jsonl") as tmp:
-            shutil.copyfile(params["data"], tmp)
-    return _run_train(ctx, params, _p(ctx, "base"), data_dir)
+    # `scratch.data` (any pairs file) is handed to `mens train` as is: base/training_manifest.json
+    # records its path and sha256, so the base still says what it learnt from.
+    params = _scratch_params(ctx)
+    return _run_train(ctx, params, _p(ctx, "base"), Path(params["data"]) if params.get("data") else _p(ctx, "data"))
 
 
 def _train(ctx: Context) -> dict[str, Any]:

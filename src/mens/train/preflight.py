@@ -70,8 +70,14 @@ def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[
     if not data_dir:
         raise MensError("no data directory given", "--data-dir", "pass --data-dir DIR holding train.jsonl")
     root = Path(data_dir)
-    if root.is_file():
-        raise MensError("--data-dir is a file, not a folder", str(root), "pass --data-dir DIR holding train.jsonl")
+    if root.is_file() and root.suffix not in (".jsonl", ".parquet"):
+        raise MensError("--data-dir is a file but not a .jsonl or .parquet one", str(root),
+                        "pass --data-dir DIR holding train.jsonl, or the training file itself")
+    if root.is_file():  # the training file itself (a pipeline stage's input, a user's own file): no val file
+        pairs, skipped = read_pairs(root, lenient=lenient)
+        if not pairs:
+            raise MensError("the training file holds no training pairs", str(root), "add rows, one JSON object a line")
+        return root, pairs, None, skipped
     if not root.is_dir():
         raise MensError("data directory not found", str(root), "pass --data-dir DIR holding train.jsonl")
     train = root / "train.jsonl"
