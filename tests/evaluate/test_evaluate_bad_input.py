@@ -31,6 +31,12 @@ def inputs(t: Path, model: Path, run: Path, argv: str) -> None:
     (t / "noprompt.jsonl").write_text(json.dumps({"id": "x"}) + "\n")
     (t / "dup.jsonl").write_text(json.dumps(TASK) + "\n" + json.dumps(TASK) + "\n")
     (t / "needles.jsonl").write_text(json.dumps({**TASK, "expect_contains": "fn"}) + "\n")
+    (t / "abs_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["/etc/passwd"]}) + "\n")
+    (t / "up_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["../outside.vox"]}) + "\n")
+    (t.parent / "outside.vox").write_text("fn f() to int { return 1 }\n")
+    (t / "link.vox").symlink_to(t.parent / "outside.vox")
+    (t / "link_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["link.vox"]}) + "\n")
+    (t / "gone_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["gone.vox"]}) + "\n")
     (t / "data.jsonl").write_text(json.dumps({"prompt": "p", "response": "r"}) + "\n")
     (t / "adir").mkdir()
     (t / "afile").write_text("a file, not a folder\n")
@@ -137,6 +143,14 @@ CASES = {
     "bench-deep": (B[:4] + ["{t}/deep.jsonl", "-o", "{t}/out.json"], 2, "nested too deeply ({t}/deep.jsonl:2)"),
     "bench-task-without-prompt": (B[:4] + ["{t}/noprompt.jsonl", "-o", "{t}/out.json"], 2,
                                   "a bench task needs a non-empty string 'prompt' ({t}/noprompt.jsonl:1)"),
+    "bench-context-absolute": (B[:4] + ["{t}/abs_ctx.jsonl", "-o", "{t}/out.json"], 2,
+                               "context file '/etc/passwd' is outside the bench folder ({t}/abs_ctx.jsonl:1)"),
+    "bench-context-climbs-out": (B[:4] + ["{t}/up_ctx.jsonl", "-o", "{t}/out.json"], 2,
+                                 "context file '../outside.vox' is outside the bench folder"),
+    "bench-context-link-out": (B[:4] + ["{t}/link_ctx.jsonl", "-o", "{t}/out.json"], 2,
+                               "context file 'link.vox' is outside the bench folder"),
+    "bench-context-missing": (B[:4] + ["{t}/gone_ctx.jsonl", "-o", "{t}/out.json"], 2,
+                              "context file 'gone.vox' not found ({t}/gone_ctx.jsonl:1)"),
     "bench-duplicate-ids": (B[:4] + ["{t}/dup.jsonl", "-o", "{t}/out.json"], 2, "duplicate task id 't1' ({t}/dup.jsonl:2)"),
     "bench-needles-not-list": (B[:4] + ["{t}/needles.jsonl", "-o", "{t}/out.json"], 2,
                                "'expect_contains' must be a list of strings"),

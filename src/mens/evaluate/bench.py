@@ -52,11 +52,22 @@ class BenchTask:
         bench file), so the model sees the code the task refers to."""
         parts = [self.prompt]
         for rel in self.context_files:
-            path = (base_dir / rel) if not Path(rel).is_absolute() else Path(rel)
-            if not path.is_file():
-                raise MensError(f"context file {rel!r} not found", self.where, "fix context_files")
+            path = context_path(base_dir, rel, self.where)
             parts.append(f"Context file `{rel}`:\n```{self.lang}\n{path.read_text(encoding='utf-8').rstrip()}\n```")
         return "\n\n".join(parts)
+
+
+def context_path(base_dir: Path, rel: str, where: str) -> Path:
+    """A task's context file: a file inside the bench's own folder (links resolved), never an
+    absolute path or one that climbs out — a bench file must not make mens read /etc/passwd."""
+    root = base_dir.resolve()
+    path = (root / rel).resolve()
+    if Path(rel).is_absolute() or not path.is_relative_to(root):
+        raise MensError(f"context file {rel!r} is outside the bench folder", where,
+                        "give a path relative to the bench file, inside its folder")
+    if not path.is_file():
+        raise MensError(f"context file {rel!r} not found", where, "fix context_files")
+    return path
 
 
 def bench_files(path: str | Path) -> list[Path]:
@@ -86,6 +97,8 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[tuple[BenchTa
                              prompt=obj["prompt"], expect_contains=needles,
                              context_files=list(obj.get("context_files") or []), lang=str(obj.get("lang") or "vox"),
                              reference=obj.get("reference") or obj.get("solution"), where=where)
+            for rel in task.context_files:  # checked here, before any model loads
+                context_path(file.parent, str(rel), where)
             if task.id in seen:
                 raise MensError(f"duplicate task id {task.id!r}", where, "give every task its own id")
             seen.add(task.id)
