@@ -81,8 +81,20 @@ def process_pool(workers: int, initializer=None, initargs: tuple = ()) -> Iterat
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         _kill([p for p in multiprocessing.active_children() if p not in before])
+        # With its workers gone the pool's manager thread sees a broken pool and ends; waiting
+        # for it here keeps it from racing the interpreter's exit (which closed its wake-up
+        # pipe under it now and then: "Exception ignored … Bad file descriptor" after Ctrl+C).
+        _join_manager(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _join_manager(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
+    thread = getattr(pool, "_executor_manager_thread", None)
+    if thread is not None and thread.is_alive():
+        with contextlib.suppress(Exception):
+            pool._executor_manager_thread_wakeup.wakeup()
+        thread.join(timeout)
 
 
 def _kill(procs: list) -> None:
