@@ -5,8 +5,6 @@ every rank all-gathers the same number of times; DDP's flat all-reduce sums the 
 from __future__ import annotations
 
 import json
-import os
-import socket
 
 import pytest
 import torch
@@ -41,8 +39,10 @@ class _Model(nn.Module):
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # The rendezvous store lives in the test process (as torchrun keeps it in its agent): a rank
+    # that hosted it could exit while the other still talks to it, and gloo aborts that one.
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         torch.manual_seed(0)
         model = _Model()
@@ -61,10 +61,9 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 @pytest.mark.slow  # two spawned gloo ranks
 def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_rank, args=(2, port, str(tmp_path / "out")), nprocs=2, join=True)
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+    mp.spawn(_rank, args=(2, store.port, str(tmp_path / "out")), nprocs=2, join=True)
+    del store
     rank0 = json.loads((tmp_path / "out.0").read_text())
     rank1 = json.loads((tmp_path / "out.1").read_text())
     assert rank0["passes"] == [["a/0", 1.0], ["a/1", 1.0], ["c/0", 1.0]]
