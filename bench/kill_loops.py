@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "tests" / "train")]
 
 from tiny import build_model, build_tokenizer  # noqa: E402
+from test_train_kill import _leftovers as temps, _step_losses as step_losses  # noqa: E402  (the kill tests' readers)
 from train_helpers import train_args, write_pairs  # noqa: E402
 
 ENV = dict(os.environ, MENS_QUIET="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
@@ -74,26 +75,8 @@ def kill_at(proc: subprocess.Popen, when, sig: int = signal.SIGKILL, timeout: fl
     return {"landed": landed, "orphans": len(left), "code": proc.returncode}
 
 
-def temps(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if p.name != ".mens-probe")
-
-
 def sha(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def step_losses(run: Path) -> dict[int, float]:
-    out = {}
-    path = run / "telemetry.jsonl"
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if ev.get("event") == "step":
-                out[ev["step"]] = ev["loss"]
-    return out
 
 
 # ---------------------------------------------------------------- training
