@@ -45,18 +45,25 @@ QWEN25_TOOL_TEMPLATE = (
 )
 
 
+def _tokenizer_dir(tiny_tokenizer_dir):
+    """The real Qwen2 tokenizer where the workplace's shared assets are (a user's clone has
+    none): then the tests' own tiny byte-level BPE with the same ChatML tokens."""
+    real = SHARED_ASSETS / "qwen2-tokenizer"
+    return real if real.is_dir() else tiny_tokenizer_dir
+
+
 @pytest.fixture(scope="module")
-def qwen2():
+def qwen2(tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(SHARED_ASSETS / "qwen2-tokenizer")
+    return AutoTokenizer.from_pretrained(_tokenizer_dir(tiny_tokenizer_dir))
 
 
 @pytest.fixture(scope="module")
-def qwen25_tools(qwen2):
+def qwen25_tools(qwen2, tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(SHARED_ASSETS / "qwen2-tokenizer")
+    tok = AutoTokenizer.from_pretrained(_tokenizer_dir(tiny_tokenizer_dir))
     tok.chat_template = QWEN25_TOOL_TEMPLATE
     return tok
 
@@ -132,8 +139,9 @@ def test_messages_with_roles_and_a_text_row_trained_on_every_token(tmp_path, qwe
 def test_text_rows_are_truncated_and_counted_in_build_examples(tmp_path, qwen2):
     pairs, _ = read_pairs(write(tmp_path, "t.jsonl", [{"text": "word " * 50}, {"text": "short"}]))
     examples, stats = build_examples(pairs, qwen2, seq_len=16)
-    assert [len(e.input_ids) for e in examples] == [16, 2] and stats.truncated_examples == 1
-    assert stats.supervised_tokens == 15 + 1
+    short = len(qwen2("short", add_special_tokens=False).input_ids) + 1  # + the end-of-text token
+    assert [len(e.input_ids) for e in examples] == [16, short] and stats.truncated_examples == 1
+    assert stats.supervised_tokens == 15 + (short - 1)  # every token but each row's first is a target
 
 
 # ---------------------------------------------------------------- tool use
