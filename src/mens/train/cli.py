@@ -98,24 +98,34 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     try:
         out = train(cfg, force_restart=args.force_restart)
-    finally:
+    except BaseException:
         _leave_process_group()
-    if out.status == "interrupted":
-        return 130
+        raise
+    code = 130 if out.status == "interrupted" else 0
     if out.status == "completed":
         val = f", val loss {out.val_loss:.4f}" if out.val_loss is not None else ""
         loss = f"{out.final_loss:.4f}" if out.final_loss is not None else "?"
         print(f"trained {out.steps} steps, final loss {loss}{val} → {out.run_dir}")
-    return 0
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        _end_rank(code)
+    return code
 
 
 def _leave_process_group() -> None:
-    # Under torchrun a gloo group left to the interpreter's exit races its own threads' teardown and
-    # now and then aborts a rank ("terminate called without an active exception"): close it here.
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _end_rank(code: int) -> None:
+    """A torchrun rank whose training ended (every rank passed train()'s last barrier, every file
+    is written and closed) leaves at once. Left to the interpreter's teardown, gloo's threads
+    race the C++ destructors and now and then abort a rank ("terminate called without an active
+    exception"), with or without destroy_process_group: seen in CI on DDP and FSDP runs."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _background(cfg, force_restart: bool) -> int:
