@@ -72,3 +72,15 @@ def test_merge_refuses_non_empty_out_and_missing_run(make_adapter_run, tmp_path,
     assert code == 2 and "not empty" in err
     code, _, err = run_cli("merge", tmp_path / "nope", "--out", tmp_path / "o")
     assert code == 2 and err.startswith("mens: error:")
+
+
+def test_the_merged_card_names_no_local_path_as_its_base(make_adapter_run, tmp_path, run_cli):
+    """README.md's `base_model` is Hub metadata (llama.cpp writes it into a GGUF as a
+    huggingface.co URL): a local base is left out, the upstream id is used when the run has one."""
+    import yaml
+
+    run = make_adapter_run("card-base")
+    code, _, err = run_cli("merge", run, "--out", tmp_path / "merged")
+    assert code == 0, err
+    meta = yaml.safe_load((tmp_path / "merged" / "README.md").read_text().split("---")[1])
+    assert "base_model" not in meta and meta["library_name"] == "transformers"

@@ -61,8 +61,13 @@ def _max_diff(a, b) -> float:
 
 def _model_card(report: MergeReport, manifest: dict) -> str:
     prov = manifest.get("provenance") or {}
-    base_id = (manifest.get("base_model") or {}).get("id") or report.base
-    lines = ["---", "library_name: transformers", f"base_model: {base_id}", "tags: [mens, merged]"]
+    # `base_model` is Hub metadata (llama.cpp's converter turns it into a huggingface.co URL in
+    # the GGUF): the upstream id when known, never a local path of this machine.
+    base = manifest.get("base_model") or {}
+    base_id = (manifest.get("hyperparameters") or {}).get("upstream_model_id") \
+        or (base.get("id") if not base.get("path") else None)  # `id` is the directory for a local base
+    lines = ["---", "library_name: transformers"] + ([f"base_model: {base_id}"] if base_id else []) + \
+        ["tags: [mens, merged]"]
     if prov.get("license"):
         lines.append(f"license: {prov['license']}")
     lines += ["---", "", f"# {Path(report.out).name}", "",
