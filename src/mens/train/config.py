@@ -256,7 +256,7 @@ ALIASES = {
     "gradient_accumulation_steps": "grad_accum", "max_length": "seq_len", "max_seq_length": "seq_len",
     "r": "lora_r", "use_dora": "dora", "model_name_or_path": "model", "logging_steps": "log_interval",
     "eval_steps": "eval_interval", "save_steps": "save_interval", "save_total_limit": "keep_checkpoints",
-    "warmup": "warmup_steps", "max_grad_norm": "max_grad_norm", "bf16": "dtype", "fp16": "dtype",
+    "warmup": "warmup_steps", "bf16": "dtype", "fp16": "dtype",
     "dataset_dir": "data_dir",
 }
 
