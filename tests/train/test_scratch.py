@@ -186,3 +186,25 @@ def test_learned_bpe_tokenizer_round_trips_and_keeps_names_whole(tmp_path):
     assert AutoTokenizer.from_pretrained(tmp_path)(chat)["input_ids"] == tok(chat)["input_ids"]
     with pytest.raises(MensError, match="at least 261"):
         train_bpe_tokenizer(texts, 200)
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_learned_bpe_reads_the_training_data_however_it_is_named(tmp_path, as_file):
+    """The tokenizer learns from the pairs training reads: a folder's train.jsonl or the file itself
+    (what the pipeline's scratch stage passes), in any row format. It once looked only for
+    DIR/train.jsonl, so a file learned no merges at all: 261 ids of bytes, every program a few
+    hundred ids longer than the bench's token budget."""
+    import json
+
+    from mens.train.scratch import train_bpe_tokenizer, training_texts
+
+    rows = [{"messages": [{"role": "user", "content": f"Write `crate_count_{i}` in Vox"},
+                          {"role": "assistant", "content": "```vox\nfn crate_count(loaves: int) to int {\n"
+                                                           "    return (loaves + 11) / 12\n}\n```"}]}
+            for i in range(30)]
+    data = tmp_path / ("synthetic.jsonl" if as_file else "train.jsonl")
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    texts = list(training_texts(data if as_file else tmp_path))
+    assert len(texts) == 60 and texts[0] == "Write `crate_count_0` in Vox"
+    tok = train_bpe_tokenizer(texts, 300)
+    assert len(tok) == 300 and tok.tokenize("return loaves") == ["return", "Ġ", "loaves"]  # merges learned

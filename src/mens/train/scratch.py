@@ -161,24 +161,18 @@ def train_bpe_tokenizer(texts, vocab_size: int):
 
 
 def training_texts(data_dir: str | Path | None, raw_text: str | Path | None = None):
-    """The text a run trains on, for learning its tokenizer: every message of the pairs in
-    `data_dir`'s train.jsonl (and val.jsonl), then the files under `raw_text`."""
-    from mens.records import iter_jsonl
+    """The text a run trains on, for learning its tokenizer: every message of the training and
+    validation pairs that `--data-dir` names (a folder's train.jsonl/val.jsonl or the training
+    file itself, in any row format `mens.formats` reads: read as training reads them), then the
+    files under `raw_text`."""
+    from mens.train.preflight import check_data
 
     if data_dir is not None:
-        for name in ("train.jsonl", "val.jsonl"):
-            path = Path(data_dir) / name
-            if not path.is_file():
-                continue
-            for _, obj in iter_jsonl(path, skipped=[]):  # preflight reports bad lines
-                if not isinstance(obj, dict):
-                    continue
-                for msg in obj.get("messages") or []:
-                    if isinstance(msg, dict) and isinstance(msg.get("content"), str):
-                        yield msg["content"]
-                for key in ("system", "prompt", "response"):
-                    if isinstance(obj.get(key), str):
-                        yield obj[key]
+        _, pairs, val_pairs, _ = check_data(str(data_dir), lenient=True)
+        for pair in [*pairs, *(val_pairs or [])]:
+            texts = [m.get("content") for m in pair.messages if isinstance(m, dict)] if pair.messages \
+                else [pair.system, pair.prompt, pair.response, pair.text]
+            yield from (text for text in texts if isinstance(text, str) and text)
     if raw_text is not None:
         for path in raw_text_files(raw_text):
             text = _read_text(path)
