@@ -1,4 +1,5 @@
-"""`mens export` (GGUF, GGUF LoRA, Ollama Modelfile) and `mens push` (the Hugging Face Hub).
+"""`mens merge` (an HF model dir), `mens export` (GGUF, GGUF LoRA, Ollama Modelfile) and `mens push`
+(the Hugging Face Hub).
 Light at import time: everything heavy loads in the handlers."""
 
 from __future__ import annotations
@@ -7,6 +8,16 @@ import argparse
 
 
 def register(sub) -> None:
+    p = sub.add_parser("merge", help="fold a run's adapter into its full-precision base → HF model dir",
+                       description="Fold a run's adapter into the ORIGINAL full-precision base (QLoRA too) and "
+                       "write a complete HF model dir atomically; reports the logit difference vs the adapter.")
+    p.add_argument("run", help="run dir of mens train (adapter_config.json + training_manifest.json)")
+    p.add_argument("--out", required=True, help="output model directory (must not exist or be empty)")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"], help="saved weight dtype (bf16)")
+    p.add_argument("--max-shard-size", default="2GB", help="safetensors shard size (2GB)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_merge)
+
     e = sub.add_parser("export", help="merge a run and convert it to GGUF for llama.cpp / Ollama / LM Studio",
                        description="Merge RUN_OR_MODEL (as `mens merge` does) and convert it to GGUF with "
                        "llama.cpp's own converter, the chat template and end-of-turn token embedded. Needs "
@@ -19,6 +30,9 @@ def register(sub) -> None:
     e.add_argument("--system", help="the Modelfile's SYSTEM prompt")
     e.add_argument("--merge-dtype", choices=["bf16", "f16", "f32"], default="bf16",
                    help="the dtype of the intermediate merged model (bf16)")
+    e.add_argument("--upstream-model-id", metavar="ORG/NAME",
+                   help="the Hub id of the base, named in the GGUFs' metadata (else the manifest's provenance; "
+                   "a local path is never written)")
     e.add_argument("--json", action="store_true", help="print the export report as JSON")
     e.set_defaults(func=_export)
 
@@ -35,11 +49,20 @@ def register(sub) -> None:
     p.set_defaults(func=_push)
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from mens.export.merge import format_report, merge_run, report_json
+
+    report = merge_run(args.run, args.out, dtype=args.dtype, max_shard_size=args.max_shard_size)
+    print(report_json(report) if args.json else format_report(report))
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from mens.export.export import export, format_report, report_json
 
     report = export(args.source, args.gguf, quant=args.quant, lora_gguf=args.lora_gguf, ollama_dir=args.ollama,
-                    system=args.system, merge_dtype=args.merge_dtype)
+                    system=args.system, merge_dtype=args.merge_dtype,
+                    upstream_model_id=args.upstream_model_id)
     print(report_json(report) if args.json else format_report(report))
     return 0
 

@@ -34,7 +34,8 @@ class ExportReport:
     seconds: float = 0.0
 
 
-def check_export_args(source: Path, out: Path, quant: str, lora_gguf: Path | None, ollama_dir: Path | None) -> None:
+def check_export_args(source: Path, out: Path, quant: str, lora_gguf: Path | None, ollama_dir: Path | None,
+                      upstream_model_id: str | None = None) -> None:
     """Everything export can check before it loads a weight or fetches the converter."""
     from mens.hf import ADAPTER_CONFIG, check_files, is_adapter_run
     from mens.train.preflight import check_writable_dir
@@ -61,6 +62,12 @@ def check_export_args(source: Path, out: Path, quant: str, lora_gguf: Path | Non
                         "give a lora/qlora run, or leave --lora-gguf out")
     if lora_gguf is not None and lora_gguf.resolve() == out.resolve():
         raise MensError("--lora-gguf is the same file as --gguf", str(lora_gguf), "give two file names")
+    if upstream_model_id is not None:
+        from mens.export.push import _is_local
+
+        if _is_local(upstream_model_id):
+            raise MensError(f"--upstream-model-id {upstream_model_id!r} is not a Hub id", "--upstream-model-id",
+                            "write ORG/NAME as on huggingface.co")
     if ollama_dir is not None:
         if ollama_dir.is_file():
             raise MensError("--ollama is a file, not a folder", str(ollama_dir), "give a folder for the Modelfile")
@@ -108,17 +115,21 @@ def _converter_ready(model_dir: Path) -> None:
 
 def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf: str | Path | None = None,
            ollama_dir: str | Path | None = None, system: str | None = None,
-           merge_dtype: str = "bf16") -> ExportReport:
+           merge_dtype: str = "bf16", upstream_model_id: str | None = None) -> ExportReport:
+    """`upstream_model_id`: the base's Hub id, the only base the files name (else the manifest's
+    provenance, else none: never a local path)."""
     from mens.export import gguf
     from mens.export.merge import merge_run
     from mens.export.ollama import is_chatml, write_modelfile
+    from mens.export.push import upstream_id
     from mens.hf import adapter_base
 
     start = time.perf_counter()
     source, out = Path(source), Path(out)
     lora_gguf = Path(lora_gguf) if lora_gguf else None
     ollama_dir = Path(ollama_dir) if ollama_dir else None
-    check_export_args(source, out, quant, lora_gguf, ollama_dir)
+    check_export_args(source, out, quant, lora_gguf, ollama_dir, upstream_model_id)
+    upstream = upstream_id(source, upstream_model_id)
     gguf.converter_dir()                          # fetched (or a clear error) before the merge
     if quant == "q4_k_m" and importlib.util.find_spec("llama_cpp") is None:
         raise MensError("--quant q4_k_m needs llama.cpp's quantizer (llama-cpp-python)", "--quant",
@@ -129,7 +140,7 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
         tmp = Path(tmp_str)
         merged = tmp / "merged"
         say(f"export: merging {source}")
-        merge_run(source, merged, dtype=merge_dtype)
+        merge_run(source, merged, dtype=merge_dtype, upstream_model_id=upstream)
         _converter_ready(merged)
         ids, stops, tokenizer = _stop_tokens(merged)
         chatml = is_chatml(tokenizer)
@@ -147,7 +158,7 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
         info = gguf.read_info(final)
         if lora_gguf is not None:
             say("export: converting the adapter to a GGUF LoRA")
-            gguf.convert_lora(source, Path(adapter_base(source)), tmp / "adapter.gguf")
+            gguf.convert_lora(source, Path(adapter_base(source)), tmp / "adapter.gguf", upstream)
             os.replace(tmp / "adapter.gguf", lora_gguf)
         os.replace(final, out)
     modelfile = None

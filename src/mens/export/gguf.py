@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -165,11 +166,38 @@ def convert(model_dir: Path, out: Path, outtype: str) -> None:
                    pretokenizer_fallback(model_dir), "the model")
 
 
-def convert_lora(adapter_dir: Path, base_dir: Path, out: Path) -> None:
-    """`convert_lora_to_gguf.py ADAPTER --base BASE --outfile OUT --outtype f16`."""
-    _run_converter(converter_dir(), LORA_CONVERTER,
-                   [str(adapter_dir), "--base", str(base_dir), "--outfile", str(out), "--outtype", "f16"],
-                   pretokenizer_fallback(base_dir), "the adapter")
+def convert_lora(adapter_dir: Path, base_dir: Path, out: Path, upstream_model_id: str | None = None) -> None:
+    """`convert_lora_to_gguf.py ADAPTER --base BASE --outfile OUT --outtype f16`, over a clean copy
+    of the adapter (clean_adapter_copy), so no local path of this machine goes into the file."""
+    with tempfile.TemporaryDirectory(prefix=".mens-lora-", dir=out.parent) as tmp:
+        clean = clean_adapter_copy(adapter_dir, Path(tmp), upstream_model_id)
+        _run_converter(converter_dir(), LORA_CONVERTER,
+                       [str(clean), "--base", str(base_dir), "--outfile", str(out), "--outtype", "f16"],
+                       pretokenizer_fallback(base_dir), "the adapter")
+
+
+def clean_adapter_copy(adapter_dir: Path, dest: Path, upstream_model_id: str | None) -> Path:
+    """`dest/<run name>/`: the adapter as the LoRA converter should see it. The converter takes the
+    GGUF's `general.base_model.*` and tags from the folder's README.md (PEFT writes the local base
+    path there as `base_model`) and may read adapter_config.json's `base_model_name_or_path`: here
+    both name the upstream Hub id, or no base at all when it is unknown. The weights are linked."""
+    clean = dest / adapter_dir.name
+    clean.mkdir()
+    cfg = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    if upstream_model_id:
+        cfg["base_model_name_or_path"] = upstream_model_id
+    else:
+        cfg.pop("base_model_name_or_path", None)
+    (clean / "adapter_config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        if (adapter_dir / name).is_file():
+            try:
+                os.symlink((adapter_dir / name).resolve(), clean / name)
+            except OSError:  # no symlinks here (some Windows setups): a copy
+                shutil.copyfile(adapter_dir / name, clean / name)
+    card = ["---", "library_name: peft"] + ([f"base_model: {upstream_model_id}"] if upstream_model_id else [])
+    (clean / "README.md").write_text("\n".join(card + ["tags: [mens, lora]", "---", ""]), encoding="utf-8")
+    return clean
 
 
 def quantize(src: Path, dst: Path, quant: str) -> None:

@@ -59,12 +59,12 @@ def _max_diff(a, b) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
-def _model_card(report: MergeReport, manifest: dict) -> str:
+def _model_card(report: MergeReport, manifest: dict, upstream_model_id: str | None = None) -> str:
     prov = manifest.get("provenance") or {}
     # `base_model` is Hub metadata (llama.cpp's converter turns it into a huggingface.co URL in
     # the GGUF): the upstream id when known, never a local path of this machine.
     base = manifest.get("base_model") or {}
-    base_id = (manifest.get("hyperparameters") or {}).get("upstream_model_id") \
+    base_id = upstream_model_id or (manifest.get("hyperparameters") or {}).get("upstream_model_id") \
         or (base.get("id") if not base.get("path") else None)  # `id` is the directory for a local base
     lines = ["---", "library_name: transformers"] + ([f"base_model: {base_id}"] if base_id else []) + \
         ["tags: [mens, merged]"]
@@ -89,8 +89,9 @@ def _model_card(report: MergeReport, manifest: dict) -> str:
 
 
 def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shard_size: str = "2GB",
-              prompts: tuple[str, ...] = PROBE_PROMPTS) -> MergeReport:
-    """Fold `run`'s adapter into its fp base, save to `out` atomically, and measure the difference."""
+              prompts: tuple[str, ...] = PROBE_PROMPTS, upstream_model_id: str | None = None) -> MergeReport:
+    """Fold `run`'s adapter into its fp base, save to `out` atomically, and measure the difference.
+    `upstream_model_id` (a Hub id) is the card's base_model, ahead of the manifest's."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -135,7 +136,7 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
         if manifest:
             write_json_atomic(tmp / "training_manifest.json", manifest)
         report.seconds = round(time.perf_counter() - start, 2)
-        (tmp / "README.md").write_text(_model_card(report, manifest))
+        (tmp / "README.md").write_text(_model_card(report, manifest, upstream_model_id))
         write_json_atomic(tmp / "merge_report.json", asdict(report))
     return report
 

@@ -1,4 +1,4 @@
-"""`mens merge` and `mens serve`. Light at import time: everything heavy loads in the handlers."""
+"""`mens serve`. Light at import time: everything heavy loads in the handlers."""
 
 from __future__ import annotations
 
@@ -36,16 +36,6 @@ def serve_limits(args: argparse.Namespace) -> ServeLimits:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("merge", help="fold a run's adapter into its full-precision base → HF model dir",
-                       description="Fold a run's adapter into the ORIGINAL full-precision base (QLoRA too) and "
-                       "write a complete HF model dir atomically; reports the logit difference vs the adapter.")
-    p.add_argument("run", help="run dir of mens train (adapter_config.json + training_manifest.json)")
-    p.add_argument("--out", required=True, help="output model directory (must not exist or be empty)")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"], help="saved weight dtype (bf16)")
-    p.add_argument("--max-shard-size", default="2GB", help="safetensors shard size (2GB)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=_merge)
-
     s = sub.add_parser("serve", help="serve a model or run over an OpenAI-compatible HTTP API",
                        description="Serve MODEL_OR_RUN (a run dir, a merged/HF model dir or a hub id) over "
                        "/v1/chat/completions, /v1/completions and /v1/models, batching concurrent requests.")
@@ -70,14 +60,6 @@ def register(sub) -> None:
     s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     s.add_argument("--dtype", choices=["bf16", "f16", "f32"], help="default: f32 on CPU, bf16 on CUDA")
     s.set_defaults(func=_serve)
-
-
-def _merge(args: argparse.Namespace) -> int:
-    from mens.export.merge import format_report, merge_run, report_json
-
-    report = merge_run(args.run, args.out, dtype=args.dtype, max_shard_size=args.max_shard_size)
-    print(report_json(report) if args.json else format_report(report))
-    return 0
 
 
 def parse_adapters(items: list[str]) -> dict[str, str]:
