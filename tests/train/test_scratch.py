@@ -208,3 +208,29 @@ def test_learned_bpe_reads_the_training_data_however_it_is_named(tmp_path, as_fi
     assert len(texts) == 60 and texts[0] == "Write `crate_count_0` in Vox"
     tok = train_bpe_tokenizer(texts, 300)
     assert len(tok) == 300 and tok.tokenize("return loaves") == ["return", "Ġ", "loaves"]  # merges learned
+
+
+def test_bf16_mixed_on_cpu_trains_like_fp32(tmp_path, run_cli):
+    """--dtype bf16-mixed: fp32 weights and optimizer, matmuls under CPU autocast. It must learn
+    as fp32 does (the same data and seed end at nearly the same loss) and save fp32 weights."""
+    import json
+
+    from safetensors.torch import load_file
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _vox_pairs(42)))
+    finals = {}
+    for dtype in ("fp32", "bf16-mixed"):
+        run = tmp_path / dtype
+        code, _, err = run_cli("train", "--backend", "scratch", "--preset", "tiny", "--data-dir", data,
+                               "--output-dir", run, "--max-steps", 24, "--lr", 3e-3, "--warmup-steps", 4,
+                               "--micro-batch", 4, "--eval-interval", 0, "--save-interval", 0, "--device", "cpu",
+                               "--dtype", dtype)
+        assert code == 0, err
+        losses = [e["loss"] for e in map(json.loads, (run / "telemetry.jsonl").read_text().splitlines())
+                  if e["event"] == "step"]
+        finals[dtype] = sum(losses[-5:]) / 5
+        manifest = json.loads((run / "training_manifest.json").read_text())
+        assert manifest["dtype"] == ("float32+bf16-autocast" if dtype == "bf16-mixed" else "float32")
+        assert {str(t.dtype) for t in load_file(run / "model.safetensors").values()} == {"torch.float32"}
+    assert abs(finals["bf16-mixed"] - finals["fp32"]) < 0.1 * finals["fp32"], finals

@@ -143,10 +143,11 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     model, tokenizer = built.model, built.tokenizer
     plan = optimize_for_training(model, cfg)
     decoder, head = decoder_and_head(model)
-    # fp32 master weights (full/scratch) compute in bf16 on a GPU that has it.
-    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) \
-        if run.device == "cuda" and run.info.bf16 and built.dtype == torch.float32 and cfg.dtype == "auto" \
-        else contextlib.nullcontext
+    # fp32 master weights (full/scratch) compute in bf16 on a GPU that has it; on a CPU only when
+    # asked (bf16-mixed): the loss curve differs from fp32 in the last digits, so it is a choice.
+    mixed = built.dtype == torch.float32 and (cfg.dtype == "bf16-mixed" or (
+        cfg.dtype == "auto" and run.device == "cuda" and run.info.bf16))
+    amp = (lambda: torch.autocast(run.device, dtype=torch.bfloat16)) if mixed else contextlib.nullcontext
 
     # ---------------------------------------------------------------- data
     if not val_pairs:
@@ -213,8 +214,9 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # ---------------------------------------------------------------- manifest and telemetry
     manifest = Manifest(
         base_model=built.base.to_dict() if built.base else None, backend=cfg.backend,
-        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", ""),
-        tokenizer={"source": built.tokenizer_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format},
+        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", "") + ("+bf16-autocast" if mixed else ""),
+        tokenizer={"source": built.tokenizer_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format,
+                   "chat_template": cfg.chat_template, "added_tokens": built.added_tokens},
         data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
               "train_file": str(train_file.resolve()) if train_file else None,
               "train_sha256": file_sha256(train_file) if train_file else None,
