@@ -28,8 +28,9 @@ The quick brown fox jumps over the lazy dog. 0123456789 {}[]()<>:;.,!?'"+-*/%=|&
 """
 
 
-def build_tokenizer(out_dir: str | Path, vocab_size: int = 384) -> Path:
-    """Train a byte-level BPE on a small text and save it as a HF fast tokenizer directory."""
+def build_tokenizer(out_dir: str | Path, vocab_size: int = 384, chatml: bool = True) -> Path:
+    """Train a byte-level BPE on a small text and save it as a HF fast tokenizer directory.
+    `chatml=False`: a base tokenizer as GPT-2's, only `<|endoftext|>` and no chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -37,12 +38,13 @@ def build_tokenizer(out_dir: str | Path, vocab_size: int = 384) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL if chatml else SPECIAL[:1],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator([_TEXT] * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   bos_token=None, unk_token=None)
-    fast.chat_template = CHATML_TEMPLATE
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>" if chatml else "<|endoftext|>",
+                                   pad_token="<|endoftext|>", bos_token=None, unk_token=None)
+    if chatml:
+        fast.chat_template = CHATML_TEMPLATE
     fast.save_pretrained(out_dir)
     return out_dir
 

@@ -71,6 +71,14 @@ def _load(source: str, adapters, device: str, dtype, name: str | None):
     runs = ([(default, source)] if primary_is_run else []) + list(adapters.items())
     if not primary_is_run:
         models[default] = None
+    if len(runs) > 1:
+        rows = model.get_input_embeddings().weight.shape[0]
+        for adapter_name, run in runs:
+            tok = _run_tokenizer(run)
+            if tok is not None and len(tok) > rows:
+                raise MensError(f"adapter {adapter_name!r} adds tokens to its base's vocabulary (--chat-template), "
+                                "and adapters over one base share its embeddings", str(run),
+                                "serve it alone, or merge it first (mens merge) and serve the merged model")
     if runs:
         first_name, first_run = runs[0]
         model = load_peft(model, first_run, adapter_name=first_name)
@@ -90,6 +98,13 @@ def _load(source: str, adapters, device: str, dtype, name: str | None):
     return model, tokenizer, info
 
 
+def _run_tokenizer(run: str | Path):
+    """The tokenizer a run saved, or None."""
+    from mens.hf import TOKENIZER_FILES
+
+    return load_tokenizer(run) if any((Path(run) / f).is_file() for f in TOKENIZER_FILES) else None
+
+
 @contextlib.contextmanager
 def _peft_noise_off():
     """Silence two library warnings a user can do nothing about: peft 0.21 reads transformers'
@@ -102,8 +117,20 @@ def _peft_noise_off():
 
 
 def load_peft(model, run: str | Path, adapter_name: str = "default"):
-    """`PeftModel.from_pretrained(model, run)`, without the libraries' noise."""
+    """`PeftModel.from_pretrained(model, run)`, without the libraries' noise. A run whose
+    tokenizer has more ids than the base has rows (`--chat-template` added tokens) grows the
+    base's embeddings to its size first, so the adapter's saved embedding rows load."""
     from peft import PeftModel
 
+    fit_run_embeddings(model, run)
     with _peft_noise_off():
         return PeftModel.from_pretrained(model, str(run), adapter_name=adapter_name)
+
+
+def fit_run_embeddings(model, run: str | Path) -> bool:
+    """Grow `model`'s embeddings to the size of `run`'s tokenizer (when the run saved one and it
+    is larger), new rows as training grew them. True when they grew."""
+    from mens.hf import fit_embeddings
+
+    tokenizer = _run_tokenizer(run)
+    return tokenizer is not None and fit_embeddings(model, tokenizer)

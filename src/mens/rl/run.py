@@ -46,11 +46,11 @@ def load_start(source: str, device: str = "cpu") -> Start:
     from transformers import AutoModelForCausalLM
 
     if is_adapter_run(source):
-        from peft import PeftModel
+        from mens.inference import load_peft  # grows the base's embeddings to a run that added tokens
 
         base_dir = adapter_base(source)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-        model = PeftModel.from_pretrained(model, source).merge_and_unload()
+        model = load_peft(model, source).merge_and_unload()
         tokenizer, base = load_tokenizer(source, base_dir), None
     else:
         base = resolve_base(source)

@@ -14,12 +14,13 @@ config's backend choices are this registry. Light at import: torch loads inside 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mens.errors import MensError
-from mens.hf import NF4, BaseModelInfo, load_causal_lm, load_tokenizer, max_positions, resolve_base
+from mens.hf import (NF4, BaseModelInfo, fit_embeddings, load_causal_lm, load_tokenizer, max_positions, resolve_base,
+                     set_chat_template)
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Built:
     tokenizer_source: str = ""           # where the tokenizer came from (manifest `tokenizer.source`)
     defer_grad_sync: bool = False        # FSDP: only small adapters train, so reduce once per step
     scratch_shape: dict | None = None    # a model built here: its shape (manifest `scratch_shape`)
+    added_tokens: list[str] = field(default_factory=list)  # what --chat-template added (manifest `tokenizer`)
 
     @property
     def trainable(self) -> list:
@@ -78,8 +80,9 @@ def explicit_dtype(cfg: "TrainConfig", default):
 
 # ---------------------------------------------------------------- Hugging Face bases
 
-def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any]:
-    """Where `--model` is and its tokenizer, after the preflight checks that need no weights."""
+def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int]]:
+    """Where `--model` is and its tokenizer in the run's chat format, after the preflight checks
+    that need no weights; and the ids of the tokens `--chat-template` added to its vocabulary."""
     from transformers import AutoConfig
 
     from mens.train import preflight
@@ -91,17 +94,38 @@ def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any]:
     preflight.check_seq_len(cfg.seq_len, max_positions(hf_config), cfg.model)
     tokenizer = load_tokenizer(base.source)
     preflight.check_vocab(tokenizer, hf_config, cfg.model)
-    return base, tokenizer
+    return base, tokenizer, chat_format(cfg, tokenizer)
 
 
-def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False):
-    """The base model on `device`, in `dtype` or NF4 (bf16 compute), ready to train."""
+def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
+    """`--chat-template` on the tokenizer, before any data is tokenized: the ids of the markers it
+    added (one id each). Without the setting the data keep the tokenizer's own template (ChatML
+    when it has none: mens.train.data), and a base whose vocabulary lacks ChatML's markers is
+    warned about, since they would be split into pieces that never end a generation."""
+    from mens.hf import CHATML_TEMPLATE, template_special_tokens
+    from mens.progress import say
+
+    if cfg.chat_template:
+        return tokenizer.convert_tokens_to_ids(set_chat_template(tokenizer, cfg.chat_template, "--chat-template"))
+    vocab = tokenizer.get_vocab()
+    if not getattr(tokenizer, "chat_template", None) and \
+            any(t not in vocab for t in template_special_tokens(CHATML_TEMPLATE)):
+        say("mens: warning: the tokenizer has no chat template and no ChatML tokens: <|im_start|>/<|im_end|> "
+            "are split into pieces and generation will not stop on them; --chat-template chatml adds them")
+    return []
+
+
+def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False, tokenizer=None):
+    """The base model on `device`, in `dtype` or NF4 (bf16 compute), ready to train; its
+    embeddings (and output layer) grown to `tokenizer`'s size when tokens were added."""
     import torch
 
     from mens.train.bnb_cpu import keep_nf4_trainable
     from mens.train.model import name_the_loss
 
     model = load_causal_lm(base.source, device=device, dtype=torch.bfloat16 if nf4 else dtype, nf4=nf4)
+    if tokenizer is not None:
+        fit_embeddings(model, tokenizer)
     if nf4:
         keep_nf4_trainable(model)  # a mid-run bench (model.eval()) must not freeze the NF4 layers
     model.config.use_cache = False
@@ -109,15 +133,26 @@ def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: b
     return model
 
 
-def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo):
-    """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets."""
+def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: list[int] = ()):
+    """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets.
+
+    `new_tokens` (ids `--chat-template` added) train too, in the input embeddings and the output
+    layer: their rows are untrained, and the end-of-turn token must be predicted for generation to
+    stop. PEFT's `trainable_token_indices` trains exactly those rows (peft >= 0.15; pinned 0.21),
+    where `modules_to_save` would train and save whole copies of both matrices (Qwen2: 2 x 136M
+    weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
 
     for p in model.parameters():
         p.requires_grad_(False)
+    rows = None
+    if new_tokens:
+        names = {id(m): n for n, m in model.named_modules()}
+        rows = {names[id(layer)]: list(new_tokens)
+                for layer in (model.get_input_embeddings(), model.get_output_embeddings()) if layer is not None}
     lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=cfg.target_modules, use_dora=cfg.dora, bias="none",
-                      task_type="CAUSAL_LM")
+                      task_type="CAUSAL_LM", trainable_token_indices=rows)
     try:
         with warnings.catch_warnings():
             # PEFT asks transformers for a deprecated attribute; the warning is theirs, not the user's.
@@ -144,14 +179,16 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
 
     from mens.train.checkpoint import save_pretrained
 
-    base, tokenizer = hf_base(cfg)
+    base, tokenizer, new_tokens = hf_base(cfg)
     if nf4:  # QLoRA computes in bf16 (its definition)
         dtype = explicit_dtype(cfg, torch.bfloat16)
     else:  # bf16 where the device does it natively
         dtype = explicit_dtype(cfg, torch.bfloat16 if bf16 and device.type != "cpu" else torch.float32)
-    model = attach_adapters(load_for_training(base, device, dtype, nf4=nf4), cfg, base)
+    model = attach_adapters(load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer), cfg, base,
+                            new_tokens)
     return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=NF4 if nf4 else None,
-                 tokenizer_source=base.id, defer_grad_sync=True)
+                 tokenizer_source=base.id, defer_grad_sync=True,
+                 added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
 
 
 @register("full")
@@ -160,11 +197,11 @@ def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
     from mens.train.checkpoint import save_pretrained
 
-    base, tokenizer = hf_base(cfg)
+    base, tokenizer, new_tokens = hf_base(cfg)  # every weight trains, the added rows too
     # fp32 master weights: AdamW updates on bf16 weights lose most small steps.
     dtype = explicit_dtype(cfg, torch.float32)
-    return Built(load_for_training(base, device, dtype), tokenizer, dtype, save_pretrained, base=base,
-                 tokenizer_source=base.id)
+    return Built(load_for_training(base, device, dtype, tokenizer=tokenizer), tokenizer, dtype, save_pretrained,
+                 base=base, tokenizer_source=base.id, added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
 
 
 @register("scratch")
@@ -181,13 +218,16 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text), cfg.scratch_vocab) \
         if cfg.scratch_vocab else None
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
+    added = set_chat_template(tokenizer, cfg.chat_template, "--chat-template") if cfg.chat_template else []
+    fit_embeddings(model, tokenizer)  # its tokenizers speak ChatML already; a template file may add markers
     model.to(device)
     model.config.use_cache = False
     name_the_loss(model)
     preflight.check_seq_len(cfg.seq_len, max_positions(model.config), "--scratch-positions")
     return Built(model, tokenizer, explicit_dtype(cfg, torch.float32), save_scratch,
                  tokenizer_source=f"byte-level BPE, {cfg.scratch_vocab} ids, learned from the training data"
-                 if cfg.scratch_vocab else "mens.train.vox_tokenizer", scratch_shape=shape.to_dict())
+                 if cfg.scratch_vocab else "mens.train.vox_tokenizer", scratch_shape=shape.to_dict(),
+                 added_tokens=added)
 
 
 def save_scratch(run_dir: Path, model, tokenizer, weights: dict | None = None) -> None:

@@ -368,9 +368,17 @@ def save_pretrained(run_dir: Path, model, tokenizer, weights: dict | None = None
     (mens.train.distributed.full_state)."""
     import tempfile
 
+    kwargs: dict = {"state_dict": weights} if weights is not None else {}
+    peft_config = getattr(model, "peft_config", {}).get("default")
+    if getattr(peft_config, "trainable_token_indices", None):
+        # The rows --chat-template added are saved as PEFT's trainable-token rows, which replace
+        # those rows whatever the base holds there; every other row is the base's. PEFT would also
+        # save both grown matrices whole (its "auto": the vocabulary changed), 2 x 136M weights
+        # for Qwen2, for nothing. Loaders grow the base first (mens.inference.load_peft).
+        kwargs["save_embedding_layers"] = False
     tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
     try:
-        model.save_pretrained(tmp, **({"state_dict": weights} if weights is not None else {}))
+        model.save_pretrained(tmp, **kwargs)
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
         for item in sorted(tmp.iterdir()):
