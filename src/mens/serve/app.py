@@ -3,6 +3,7 @@
 Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions (both with
 `stream: true` as server-sent events in OpenAI's chunk format, ending with `data: [DONE]`), and
 GET /stats (the engine's counters: batch sizes, queue rejections, grammar corrections).
+Chat requests with `tools` get the calls the model writes back as `tool_calls` (serve/tools.py).
 Every error is OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with the
 status OpenAI uses, and never takes the server down: bad input is a 4xx before anything is
 queued, a fault while generating fails that request alone (5xx), and /health answers 503 when
@@ -27,6 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mens.serve.engine import Engine, EngineStopped, QueueFull, Request, Sampling, next_id
 from mens.serve.schema import APIError, ChatParams, CompletionParams, _Params, parse_body
+from mens.serve.tools import ToolCallStream, ToolUse, split_tool_calls
+from mens.serve.tools import prompt as chat_prompt
 
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -122,16 +125,11 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
             return True, None
         return True, engine.grammar.whole_mode_prefix(code_prompt)
 
-    def prepare_chat(p: ChatParams) -> list[Request]:
-        """Template and tokenise (in a worker thread) → the request, not yet queued."""
-        from jinja2 import TemplateError
-
-        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in p.messages]
-        try:
-            text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        except TemplateError as exc:
-            raise APIError(400, f"The model's chat template refused the messages: {exc}", param="messages") from None
-        return [new_request(tok(text, add_special_tokens=False).input_ids, p)]
+    def prepare_chat(p: ChatParams) -> tuple[list[Request], ToolUse | None]:
+        """Template (with the request's tools) and tokenise, in a worker thread → the request, not
+        yet queued, and its tool use (None: the answer is not parsed for tool calls)."""
+        text, use = chat_prompt(tok, p)
+        return [new_request(tok(text, add_special_tokens=False).input_ids, p)], use
 
     def prepare_completions(p: CompletionParams) -> list[Request]:
         if len(p.prompts()) > engine.queue_size:
@@ -216,10 +214,12 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                         yield _sse(APIError(500, ev[1], type="server_error").body)
                         break
                     if ev[0] == "delta":
-                        yield _sse(make_chunk(off + ev[1], ev[2], None))
+                        chunk = make_chunk(off + ev[1], ev[2], None)
                     else:
                         left, used = left - 1, used + ev[3]
-                        yield _sse(make_chunk(off + ev[1], None, ev[2]))
+                        chunk = make_chunk(off + ev[1], None, ev[2])
+                    if chunk is not None:  # None: nothing to send yet (a tool call still being written)
+                        yield _sse(chunk)
                 if not left and (p.stream_options or {}).get("include_usage"):
                     chunk = make_chunk(0, None, None)
                     chunk["choices"], chunk["usage"] = [], usage(prompt_tokens, used)
@@ -252,20 +252,40 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
     @app.post("/v1/chat/completions")
     async def chat(request: HTTPRequest):
         p = await parse(request, ChatParams)
-        reqs = await run_in_threadpool(prepare_chat, p)
+        reqs, use = await run_in_threadpool(prepare_chat, p)
         prompt_tokens = len(reqs[0].prompt_ids)
         jobs = submit(reqs)
         rid, now = next_id("chatcmpl"), int(time.time())
         if p.stream:
+            # With tools, each choice's text goes through a ToolCallStream: content as it is certain,
+            # each call whole in one delta once its </tool_call> arrives.
+            calls = {} if use is None else {i: ToolCallStream() for i in range(p.n)}
+            for split in calls.values():
+                split.feed(use.prefix)   # the forced start of a call: held, never content
+
             def chunk(index, content, finish, first=False):
-                delta = {"role": "assistant", "content": ""} if first else ({"content": content} if content else {})
+                delta: dict = {"role": "assistant", "content": ""} if first else {}
+                split = calls.get(index) if not first and (content or finish) else None
+                if split is None:
+                    if content:
+                        delta["content"] = content
+                else:
+                    text, new = split.feed(content) if content else split.close()
+                    if text:
+                        delta["content"] = text
+                    if new:
+                        delta["tool_calls"] = new
+                    if finish == "stop" and split.count:
+                        finish = "tool_calls"
+                    if not delta and finish is None:
+                        return None
                 return {"id": rid, "object": "chat.completion.chunk", "created": now, "model": p.model,
                         "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             return stream(jobs, p, chunk, prompt_tokens)
         choices, used = await collect(jobs, request)
         return {"id": rid, "object": "chat.completion", "created": now, "model": p.model,
-                "choices": [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
-                             "logprobs": None, "finish_reason": c["finish_reason"]} for c in choices],
+                "choices": [{"index": c["index"], **_chat_answer(c["text"], c["finish_reason"], use),
+                             "logprobs": None} for c in choices],
                 "usage": usage(prompt_tokens, used)}
 
     @app.post("/v1/completions")
@@ -291,6 +311,17 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                 "usage": usage(prompt_tokens, used)}
 
     return app
+
+
+def _chat_answer(text: str, finish: str, use: ToolUse | None) -> dict:
+    """A chat choice's message and finish_reason; with tools, the calls its text makes."""
+    if use is None:
+        return {"message": {"role": "assistant", "content": text}, "finish_reason": finish}
+    content, calls = split_tool_calls(use.prefix + text)
+    if not calls:
+        return {"message": {"role": "assistant", "content": content}, "finish_reason": finish}
+    return {"message": {"role": "assistant", "content": content or None, "tool_calls": calls},
+            "finish_reason": "tool_calls" if finish == "stop" else finish}
 
 
 def _sse(obj: dict) -> str:

@@ -5,11 +5,13 @@ A body that is not JSON (bad syntax, nesting deeper than pydantic's JSON parser 
 surrogate escape) or that breaks a constraint below is a 400 naming the field, before any work
 is done. Fields OpenAI defines that mens does not act on (penalties, logit_bias, user) are still
 range-checked, so a wrong value is reported rather than silently ignored; asking for logprobs is
-refused, since mens does not compute them.
+refused, since mens does not compute them. Chat requests may carry `tools`, `tool_choice` and the
+tool messages of OpenAI's function calling (serve/tools.py turns them into the template's inputs).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -18,6 +20,8 @@ INT64 = 2**63
 MAX_CHOICES = 128      # prompts × n of one request (OpenAI's own bound on n)
 MAX_STOPS = 16         # stop strings per request
 MAX_STOP_CHARS = 256   # characters per stop string
+MAX_TOOLS = 128        # tools per request (OpenAI's bound)
+TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"   # a function name, as OpenAI allows
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 Stop = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
@@ -67,10 +71,52 @@ class _Part(BaseModel):
     text: str | None = None
 
 
+class _Function(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(pattern=TOOL_NAME)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class _Tool(BaseModel):
+    """One entry of `tools`: {type: "function", function: {name, description, parameters}}."""
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["function"]
+    function: _Function
+
+
+class _Called(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(min_length=1, max_length=256)
+    arguments: str | dict[str, Any] = "{}"   # OpenAI sends a JSON string
+
+
+class _ToolCall(BaseModel):
+    """A call in an earlier assistant message, sent back with the conversation."""
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(max_length=256)
+    type: Literal["function"] = "function"
+    function: _Called
+
+
+class _Name(BaseModel):
+    name: str
+
+
+class _NamedChoice(BaseModel):
+    """tool_choice naming one function: {type: "function", function: {name}}."""
+    type: Literal["function"]
+    function: _Name
+
+
 class _Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[_Part] | None = ""
+    name: str | None = Field(default=None, max_length=256)
+    tool_calls: list[_ToolCall] | None = None        # assistant
+    tool_call_id: str | None = Field(default=None, max_length=256)  # tool: the call it answers
 
     def text(self) -> str:
         """The content as text: a string, or OpenAI's list of parts (text parts joined)."""
@@ -83,11 +129,33 @@ class ChatParams(_Params):
     messages: list[_Message] = Field(min_length=1)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    tools: list[_Tool] | None = Field(default=None, max_length=MAX_TOOLS)
+    tool_choice: Literal["none", "auto", "required"] | _NamedChoice | None = None
+    parallel_tool_calls: bool | None = None   # accepted, not acted on
 
     def check(self) -> None:
         if self.logprobs or self.top_logprobs:
             raise APIError(400, "logprobs are not supported by mens serve; leave 'logprobs' unset.",
                            param="logprobs")
+        names = [t.function.name for t in self.tools or ()]
+        if self.tool_choice not in (None, "none", "auto") and not names:
+            raise APIError(400, "'tool_choice' asks for a tool call but no 'tools' are given.", param="tool_choice")
+        if isinstance(self.tool_choice, _NamedChoice) and self.tool_choice.function.name not in names:
+            raise APIError(400, f"tool_choice names the function {self.tool_choice.function.name!r}, which is not "
+                           "in 'tools'.", param="tool_choice")
+        for i, m in enumerate(self.messages):
+            if m.tool_calls and m.role != "assistant":
+                raise APIError(400, f"messages[{i}]: only assistant messages carry 'tool_calls'.", param="messages")
+            if m.role == "tool" and not m.tool_call_id:
+                raise APIError(400, f"messages[{i}]: a message with role 'tool' needs the 'tool_call_id' it "
+                               "answers.", param="messages")
+            for j, c in enumerate(m.tool_calls or ()):
+                if isinstance(c.function.arguments, str):
+                    try:
+                        json.loads(c.function.arguments)
+                    except ValueError:
+                        raise APIError(400, f"messages[{i}].tool_calls[{j}].function.arguments is not valid JSON.",
+                                       param="messages") from None
 
 
 class CompletionParams(_Params):
