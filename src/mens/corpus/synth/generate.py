@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from mens.corpus.report import Report
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
-from mens.corpus.synth.words import ENTITIES, PHRASINGS
+from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
@@ -120,8 +120,9 @@ def with_signature(prompt: str, code: str) -> str:
 
 
 def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
-    """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Half the
-    prompts that name a function quote its whole signature."""
+    """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
+    five prompts that name a function quote its whole signature, and about a third open with
+    the situation (CONTEXTS): a small model learns to read the request, not one phrasing."""
     rng = random.Random(seed)
     names = list(TEMPLATES)
     while True:
@@ -130,9 +131,15 @@ def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
             entity = rng.choice(ENTITIES)
             draft = TEMPLATES[name](Ctx(rng, entity))
             prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
-            if rng.random() < 0.5:
+            if rng.random() < 0.8:
                 prompt = with_signature(prompt, draft.code)
-            yield name, draft, prompt[0].upper() + prompt[1:], entity.domain
+            prompt = prompt[0].upper() + prompt[1:]
+            if rng.random() < 0.35:
+                field = rng.choice(entity.of("str", "int")).words
+                context = rng.choice(CONTEXTS).format(domain=entity.domain, Domain=entity.domain.capitalize(),
+                                                      plural=entity.plural_words, thing=entity.a, field=field)
+                prompt = f"{context} {prompt}"
+            yield name, draft, prompt, entity.domain
 
 
 def generate(limit: int, seed: int, *, stats: SynthStats | None = None,

@@ -137,6 +137,34 @@ PHRASINGS = (
     "Produce {noun} in Vox. It {what}.",
     "Express {noun} in Vox; it {what}.",
     "Please code {noun} in Vox that {what}.",
+    "Implement {noun} in Vox. It {what}.",
+    "Build {noun} with Vox that {what}.",
+    "Define {noun} in Vox which {what}.",
+    "Declare {noun} in Vox: it {what}.",
+    "Add {noun} to a Vox module; it {what}.",
+    "Could you write {noun} in Vox? It {what}.",
+    "In the Vox language, {noun} that {what}.",
+    "Vox task: {noun}. It {what}.",
+    "Code {noun} in Vox, which {what}.",
+    "Set up {noun} in Vox that {what}.",
+)
+
+# Openings a prompt may start with (about a third do): the situation a user describes before
+# asking, as real requests do. `{domain}`, `{plural}` and `{thing}` (the entity, with article)
+# come from the subject entity; `{field}` is one of its fields in words.
+CONTEXTS = (
+    "Our {domain} app keeps track of {plural}.",
+    "I'm building a small {domain} system.",
+    "{Domain}:",
+    "For the {domain} team:",
+    "We run a {domain} service that stores {plural}.",
+    "Each of our {plural} has a {field}.",
+    "Context: {thing} in a {domain} database.",
+    "The {domain} dashboard needs this.",
+    "A {domain} client asked for a change.",
+    "Working on {plural} for a {domain} project.",
+    "Our {domain} data has {plural} with a {field} each.",
+    "Quick one for a {domain} codebase.",
 )
 
 _NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
