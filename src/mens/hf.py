@@ -245,10 +245,17 @@ def set_chat_template(tokenizer, setting: str, where: str = "chat_template") -> 
 def fit_embeddings(model, tokenizer) -> bool:
     """Grow the model's embeddings (and output layer) to the tokenizer's size when tokens were
     added, new rows at the mean of the old (transformers' mean resizing). True when it grew."""
+    from transformers.utils import logging as hf_logging
+
     rows = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) <= rows:
         return False
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # two long notices that mean resizing is what it does, on every load
+    try:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return True
 
 
