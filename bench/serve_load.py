@@ -1,7 +1,8 @@
 """Serving throughput: 8 concurrent streaming clients against `mens serve` vs sequential HF `generate`.
 
     .venv/bin/python bench/serve_load.py [--layers 2] [--clients 8] [--tokens 64] [--rounds 2]
-                                         [--no-grammar] [--json-out bench/results/serve_load.json]
+                                         [--no-grammar] [--llamacpp [--quant f16 q8_0 …]]
+                                         [--json-out bench/results/serve_load.json]
 
 The model is Qwen2.5-0.5B's published shape (`../shared/assets/model-configs/qwen2.5-0.5b.json`)
 cut to `--layers`, random weights, the real Qwen2 tokenizer (151,936 ids) — its cost is real, its
@@ -13,6 +14,10 @@ text is not. The same 8 prompts (Vox code prefixes), greedy, `--tokens` new toke
   `/v1/completions`. Time to first token is from each client's send to its first text chunk.
 - mens --grammar vox: the same load with constrained decoding (whole mode: the prompt is Vox
   code, so every token is checked against the Vox parser) — the grammar's tokens/s cost.
+- with --llamacpp, also `mens serve --engine llamacpp` under the same load, over the model
+  exported to GGUF (`--quant`, f16 by default, one row per quant; the export is timed apart):
+  llama.cpp (llama-cpp-python) generating one sequence at a time, side by side with the mens
+  engine from the same invocation. Both take OMP_NUM_THREADS threads when it is set.
 
 Aggregate tokens/s = all generated tokens ÷ wall time of the whole load; the best of `--rounds`.
 """
@@ -186,8 +191,10 @@ def run_concurrent(url: str, prompts: list[str], tokens: int) -> dict:
             "grammar_fallbacks": after["grammar_fallbacks"] - before["grammar_fallbacks"]}
 
 
-def serve_round(model_dir: Path, prompts: list[str], tokens: int, rounds: int, grammar: str | None) -> dict:
-    proc, url = start_server(model_dir, "--max-batch", str(len(prompts)), *(["--grammar", grammar] if grammar else []))
+def serve_round(model_dir: Path, prompts: list[str], tokens: int, rounds: int, grammar: str | None,
+                *extra: str) -> dict:
+    proc, url = start_server(model_dir, "--max-batch", str(len(prompts)), *(["--grammar", grammar] if grammar else []),
+                             *extra)
     try:
         return max((run_concurrent(url, prompts, tokens) for _ in range(rounds)), key=lambda r: r["tokens"] / r["wall_s"])
     finally:
@@ -209,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per request (64)")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per setting; the best counts (2)")
     ap.add_argument("--no-grammar", action="store_true", help="skip the --grammar vox run")
+    ap.add_argument("--llamacpp", action="store_true", help="also `mens serve --engine llamacpp` (needs the "
+                    "export extra)")
+    ap.add_argument("--quant", nargs="+", default=["f16"], choices=["f16", "q8_0", "q4_k_m"],
+                    help="the GGUF(s) --llamacpp serves, one row each (f16)")
     ap.add_argument("--model-dir", type=Path, help="reuse/keep the random model here")
     ap.add_argument("--json-out", type=Path, default=REPO / "bench" / "results" / "serve_load.json")
     args = ap.parse_args(argv)
@@ -222,20 +233,32 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summary("HF generate, sequential", seq),
             summary(f"mens serve, {args.clients} streaming clients", serve_round(model_dir, prompts, args.tokens,
                                                                                   args.rounds, None))]
+    export_s = {}
+    for quant in args.quant if args.llamacpp else []:
+        gguf = model_dir.parent / f"{model_dir.name}.{quant}.gguf"
+        if not gguf.is_file():
+            from mens.export.export import export
+
+            start = time.perf_counter()
+            export(model_dir, gguf, quant=quant)
+            export_s[quant] = round(time.perf_counter() - start, 1)
+        rows.append(summary(f"mens serve --engine llamacpp ({quant}), {args.clients} clients",
+                            serve_round(gguf, prompts, args.tokens, args.rounds, None, "--engine", "llamacpp")))
     if not args.no_grammar:
         rows.append(summary(f"mens serve --grammar vox, {args.clients} clients",
                             serve_round(model_dir, prompts, args.tokens, args.rounds, "vox")))
     base = rows[0]["tokens_per_s"]
     for row in rows:
         row["ratio_vs_sequential"] = round(row["tokens_per_s"] / base, 2)
-    if len(rows) > 2:
-        rows[2]["ratio_vs_unconstrained"] = round(rows[2]["tokens_per_s"] / rows[1]["tokens_per_s"], 3)
+        if row is not rows[1] and row["name"].startswith("mens serve"):
+            row["ratio_vs_mens_serve"] = round(row["tokens_per_s"] / rows[1]["tokens_per_s"], 3)
 
     import torch
 
     result = {"bench": "serve_load", "model": f"qwen2.5-0.5b shape, {args.layers} layers, random weights, fp32",
               "clients": args.clients, "tokens_per_request": args.tokens, "rounds": args.rounds,
               "device": "cuda" if torch.cuda.is_available() else "cpu", "torch_threads": torch.get_num_threads(),
+              "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "gguf_export_s": export_s,
               "cpu_count": os.cpu_count(), "platform": platform.platform(), "rows": rows,
               "command": "python bench/serve_load.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(f"{'setting':44} {'tokens':>6} {'wall s':>7} {'tok/s':>8} {'× seq':>6} {'TTFT p50':>9} {'TTFT p95':>9}")

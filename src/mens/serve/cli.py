@@ -55,8 +55,11 @@ def register(sub) -> None:
                    help="longest prompt in tokens; longer ones get 400 (default: the context window)")
     s.add_argument("--grammar", metavar="LANG",
                    help="constrain generated code (vox, or another language pack) to parse as far as it goes")
-    s.add_argument("--engine", choices=["hf", "vllm"], default="hf",
-                   help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server")
+    s.add_argument("--engine", choices=["hf", "vllm", "llamacpp"], default="hf",
+                   help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server; llamacpp: "
+                   "llama.cpp on the CPU (MODEL_OR_RUN may be a .gguf; a run or model dir is exported first)")
+    s.add_argument("--quant", choices=["f16", "q8_0", "q4_k_m"],
+                   help="--engine llamacpp: the GGUF to export a run or model dir to (f16)")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     s.add_argument("--dtype", choices=["bf16", "f16", "f32"], help="default: f32 on CPU, bf16 on CUDA")
     s.set_defaults(func=_serve)
@@ -72,8 +75,21 @@ def parse_adapters(items: list[str]) -> dict[str, str]:
     return adapters
 
 
+def check_llamacpp_args(args: argparse.Namespace, adapters: dict[str, str]) -> None:
+    """The flags --engine llamacpp has no use for, refused rather than ignored."""
+    refused = [("--grammar", args.grammar, "language-pack constraints run in the mens engine only"),
+               ("--adapter", adapters, "serve each run's GGUF on its own, or use the mens engine"),
+               ("--dtype", args.dtype, "the GGUF's own types are used; choose them with --quant"),
+               ("--device", args.device not in ("auto", "cpu"), "llama.cpp serves on the CPU here")]
+    for flag, given, fix in refused:
+        if given:
+            raise MensError(f"{flag} is not available with --engine llamacpp", flag,
+                            f"{fix} (leave {flag} out, or serve with --engine hf)")
+
+
 def _serve(args: argparse.Namespace) -> int:
     import os
+    from functools import partial
 
     limits = serve_limits(args)
     adapters = parse_adapters(args.adapter)
@@ -88,29 +104,45 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from mens.progress import say
-    from mens.serve.app import build_server
     from mens.serve.preflight import bind, check_device, check_sources
 
-    check_device(args.device)               # everything that can be checked before the model loads
-    check_sources(args.model, adapters)
-    if args.grammar:
-        from mens.serve.grammar import Constraint
+    if args.engine == "llamacpp":
+        from mens.serve.llamacpp_engine import build_llamacpp_server, check_available, check_source
 
-        Constraint.for_language(args.grammar)
+        check_llamacpp_args(args, adapters)
+        check_available()
+        check_source(args.model)
+        build = partial(build_llamacpp_server, args.model, quant=args.quant or "f16", name=args.name,
+                        api_key=api_key, queue_size=limits.queue_size, max_body_bytes=limits.max_body_bytes,
+                        max_prompt_tokens=limits.max_prompt_tokens)
+        how = "llama.cpp, one sequence at a time"
+    else:
+        from mens.serve.app import build_server
+
+        if args.quant:
+            raise MensError("--quant is for --engine llamacpp", "--quant",
+                            "add --engine llamacpp, or leave --quant out")
+        check_device(args.device)               # everything that can be checked before the model loads
+        check_sources(args.model, adapters)
+        if args.grammar:
+            from mens.serve.grammar import Constraint
+
+            Constraint.for_language(args.grammar)
+        build = partial(build_server, args.model, adapters=adapters, name=args.name, api_key=api_key,
+                        max_batch=limits.max_batch, queue_size=limits.queue_size, grammar=args.grammar,
+                        device=args.device, dtype=args.dtype, max_body_bytes=limits.max_body_bytes,
+                        max_prompt_tokens=limits.max_prompt_tokens)
+        how = f"batch ≤ {limits.max_batch}{', grammar ' + args.grammar if args.grammar else ''}"
     sock = bind(args.host, limits.port)     # held from here, so nothing takes the port while the model loads
     try:
-        app, engine = build_server(args.model, adapters=adapters, name=args.name, api_key=api_key,
-                                   max_batch=limits.max_batch, queue_size=limits.queue_size, grammar=args.grammar,
-                                   device=args.device, dtype=args.dtype, max_body_bytes=limits.max_body_bytes,
-                                   max_prompt_tokens=limits.max_prompt_tokens)
+        app, engine = build()
     except BaseException:
         sock.close()
         raise
     if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         say(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
     host, port = sock.getsockname()[:2]
-    say(f"serving {', '.join(engine.models)} on http://{host}:{port}/v1 "
-        f"({engine.device}, batch ≤ {limits.max_batch}{', grammar ' + args.grammar if args.grammar else ''})")
+    say(f"serving {', '.join(engine.models)} on http://{host}:{port}/v1 ({engine.device}, {how})")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
         server.run(sockets=[sock])
