@@ -61,12 +61,67 @@ def test_bench_tasks_are_dropped(pairs_file, tmp_path):
     assert task["prompt"] not in (tmp_path / "b.jsonl").read_text()
 
 
+PROMPTS = [
+    {"id": "py-add", "prompt": "Write a Python function add(a, b).", "lang": "python", "expect_contains": ["def add"],
+     "tests": ["assert add(1, 2) == 3"]},
+    {"id": "vox-double", "prompt": "Write a Vox function that doubles a number.", "lang": "vox"},
+    {"id": "py-one", "prompt": "Write a Python function one() returning 1.", "lang": "python",
+     "expect_contains": ["def one", "return 1"]},
+    {"id": "py-digits", "prompt": "Write the ten digits.", "lang": "python", "expect_contains": list("0123456789")},
+]
+
+
+def test_prefs_from_the_models_own_samples(run_cli, tiny_model_dir, tmp_path):
+    """--model: the tiny random model's samples (garbage) ranked by the rewards; a held-out bench
+    task among the prompts is never sampled nor written; the same seed writes the same file."""
+    from mens.rl.rewards import Task, score
+
+    task = json.loads((EXAMPLES / "bench" / "vox_heldout.jsonl").read_text().splitlines()[0])
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in [*PROMPTS, {"id": "leak", "prompt": task["prompt"]}]))
+
+    def build(name: str, seed: str = "0"):
+        out = tmp_path / name / "prefs.jsonl"
+        code, stdout, err = run_cli("corpus", "prefs", "-o", out, "--model", tiny_model_dir, "--prompts", prompts,
+                                    "--bench", EXAMPLES / "bench", "-n", "4", "--temperature", "1.0",
+                                    "--min-gap", "0.05", "--max-new-tokens", "24", "--seed", seed)
+        assert code == 0, err
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        return rows, json.loads((out.parent / "prefs.prefs_report.json").read_text()), out.read_bytes()
+
+    rows, report, raw = build("a")
+    assert rows, report  # a random model's samples differ enough on at least one prompt
+    by_id = {r["id"]: r for r in PROMPTS}
+    for row in rows:
+        assert {"prompt", "chosen", "rejected", "lang", "origin", "source"} <= set(row)
+        assert row["origin"] == "samples" and row["chosen"] != row["rejected"]
+        asked = by_id[row["source"]]
+        assert (row["prompt"], row["lang"]) == (asked["prompt"], asked["lang"])
+        # the scores are the rewards' own, re-computed; chosen beats rejected by the gap
+        good, bad = (score(row[k], Task.of(asked))[0] for k in ("chosen", "rejected"))
+        assert (good, bad) == (row["chosen_score"], row["rejected_score"])
+        assert good >= bad + 0.05
+    assert task["prompt"] not in raw.decode()
+    counts, dropped = report["counts"], report["dropped"]
+    assert counts["prompts_sampled"] == len(PROMPTS)  # the leaked task is not sampled
+    assert dropped["bench_task"] == 1 and report["contamination"]["dropped"] == 1
+    assert counts["prefs_from_samples"] == counts["rows_written"] == len(rows)
+    assert len(rows) + dropped.get("no_gap", 0) + dropped.get("empty_or_same", 0) == len(PROMPTS)
+    assert build("b")[2] == raw  # deterministic for a seed
+    assert build("c", seed="1")[2] != raw
+
+
 @pytest.mark.parametrize("argv, phrase", [
     ([], "nothing to build from"),
     (["missing.jsonl"], "file not found"),
     (["PAIRS", "--model", "m"], "--model and --prompts go together"),
     (["PAIRS", "--bench", "nowhere"], "bench not found"),
     (["PAIRS", "--model", "nowhere/x", "--prompts", "PAIRS", "-n", "1"], "--samples must be 2 or more"),
+    (["PAIRS", "--model", "nowhere/x", "--prompts", "PAIRS", "--temperature", "0"], "--temperature must be a positive"),
+    (["PAIRS", "--model", "nowhere/x", "--prompts", "PAIRS", "--min-gap", "nan"], "--min-gap must be a positive"),
+    (["PAIRS", "--model", "nowhere/x", "--prompts", "PAIRS", "--max-new-tokens", "0"],
+     "--max-new-tokens must be 1 or more"),
+    (["PAIRS", "--model", "./nowhere/x", "--prompts", "PAIRS"], "model path not found"),
 ])
 def test_bad_input(run_cli, pairs_file, tmp_path, argv, phrase):
     argv = [str(pairs_file) if a == "PAIRS" else a for a in argv]

@@ -9,12 +9,14 @@
   mens.rl.rewards; the best and the worst become a pair when their scores differ by `--min-gap`.
 
 No held-out bench task may be among the prompts: with `--bench`, the bench's contamination check
-(mens.evaluate.contamination) runs on the rows and every row it flags is dropped and counted.
+(mens.evaluate.contamination) runs on the rows and every row it flags is dropped and counted (for
+`--model`: on the prompts before sampling, so a held-out task is never sampled, then on the pairs).
 A report `<output stem>.prefs_report.json` is written beside the output.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -81,15 +83,19 @@ def sample_prefs(model: str, prompts: list[dict[str, Any]], report: Report, *, n
     texts = generate(lm, tokenizer, [p["prompt"] for p in prompts], n=n,
                      temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
     out = []
-    for row, samples in zip(prompts, texts):
-        task = Task.of(row)
+    for i, (row, samples) in enumerate(zip(prompts, texts)):
+        task, where = Task.of(row), str(row.get("id") or f"prompt {i + 1}")
+        report.counts["prompts_sampled"] += 1
         ranked = sorted(((score(s, task, weights)[0], s) for s in samples), key=lambda x: -x[0])
         (best, chosen), (worst, rejected) = ranked[0], ranked[-1]
         if best - worst < min_gap:
-            report.drop("no_gap", row.get("id", ""), f"best {best:.2f} − worst {worst:.2f} < {min_gap}")
+            report.drop("no_gap", where, f"best {best:.2f} − worst {worst:.2f} < {min_gap}")
+            continue
+        if not chosen.strip() or not rejected.strip() or chosen == rejected:
+            report.drop("empty_or_same", where, "the chosen or rejected answer is empty, or both are the same text")
             continue
         out.append({"prompt": row["prompt"], "chosen": chosen, "rejected": rejected, "lang": task.lang,
-                    "origin": "samples", "chosen_score": best, "rejected_score": worst})
+                    "origin": "samples", "source": where, "chosen_score": best, "rejected_score": worst})
         report.counts["prefs_from_samples"] += 1
     return out
 
@@ -100,14 +106,16 @@ def drop_contaminated(rows: list[dict[str, Any]], bench: str | Path, report: Rep
 
     with tempfile.TemporaryDirectory(prefix="mens-prefs-") as tmp:
         probe = Path(tmp) / "rows.jsonl"
-        write_jsonl_atomic(probe, ({"prompt": r["prompt"], "response": r["chosen"] + "\n" + r["rejected"]}
-                                   for r in rows))
+        write_jsonl_atomic(probe, ({"prompt": r["prompt"],
+                                    "response": r.get("chosen", "") + "\n" + r.get("rejected", "")} for r in rows))
         found = find_contamination(bench, [probe])
     bad = {int(h["where"].rsplit(":", 1)[1]) - 1: h["id"] for h in found["hits"]}
     for i, task in sorted(bad.items()):
-        report.drop("bench_task", rows[i].get("source", str(i)), f"overlaps held-out bench task {task!r}")
+        report.drop("bench_task", str(rows[i].get("source") or rows[i].get("id") or i),
+                    f"overlaps held-out bench task {task!r}")
+    before = report.extra.get("contamination", {}).get("dropped", 0)
     report.extra["contamination"] = {"bench": str(bench), "tasks_checked": found["tasks_checked"],
-                                     "dropped": len(bad)}
+                                     "dropped": before + len(bad)}
     return [r for i, r in enumerate(rows) if i not in bad]
 
 
@@ -128,10 +136,14 @@ def make_prefs(pairs: list[str | Path], output: str | Path, *, bench: str | Path
                model: str | None = None, prompts: str | Path | None = None, **sampling: Any) -> Report:
     report = Report("prefs", str(output))
     rows = pairs_prefs(pairs, report) if pairs else []
-    if model and prompts:
-        rows += sample_prefs(model, read_prompts(prompts), report, **sampling)
     if bench is not None and rows:
         rows = drop_contaminated(rows, bench, report)
+    if model and prompts:
+        asked = read_prompts(prompts)
+        if bench is not None:  # a held-out task is never sampled; then the answers are checked too
+            asked = drop_contaminated(asked, bench, report)
+        sampled = sample_prefs(model, asked, report, **sampling) if asked else []
+        rows += drop_contaminated(sampled, bench, report) if bench is not None and sampled else sampled
     report.counts["rows_written"] = write_jsonl_atomic(output, rows)
     report.write()
     return report
@@ -153,6 +165,7 @@ def register(corpus) -> None:
     p.add_argument("-n", "--samples", type=int, default=4, help="samples per prompt (default 4)")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--min-gap", type=float, default=0.5, help="least score gap between chosen and rejected")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="tokens per sample (default 256)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd)
 
@@ -171,6 +184,12 @@ def _cmd(args) -> int:
     if args.prompts:
         check_input_file(args.prompts, "--prompts")
     at_least(args.samples, 2, "--samples")
+    at_least(args.max_new_tokens, 1, "--max-new-tokens")
+    for flag, value in (("--temperature", args.temperature), ("--min-gap", args.min_gap)):
+        if not (math.isfinite(value) and value > 0):
+            raise MensError(f"{flag} must be a positive number, got {value}", flag,
+                            "samples are ranked against each other: they must differ (temperature) and so must "
+                            "their scores (min gap)")
     if args.bench is not None and not args.bench.exists():
         raise MensError("bench not found", str(args.bench), "give a bench .jsonl file or a folder holding some")
     check_output(args.output, "-o")
@@ -180,6 +199,7 @@ def _cmd(args) -> int:
         check_source(args.model)
         check_files(args.model)
     report = make_prefs(args.pairs, args.output, bench=args.bench, model=args.model, prompts=args.prompts,
-                        n=args.samples, temperature=args.temperature, min_gap=args.min_gap, seed=args.seed)
+                        n=args.samples, temperature=args.temperature, min_gap=args.min_gap, seed=args.seed,
+                        max_new_tokens=args.max_new_tokens)
     print(report.summary())
     return 0

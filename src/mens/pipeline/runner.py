@@ -197,6 +197,22 @@ def check_keys(config: dict[str, Any], where: str) -> None:
             if bad:
                 raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
                                 f"use {', '.join(sorted(keys))}")
+    _check_training_values(config, where)
+
+
+def _check_training_values(config: dict[str, Any], where: str) -> None:
+    """The `dpo:` / `rl:` values, checked when the config is read rather than when the stage is
+    reached after corpus and training (DpoOptions.check, RlOptions.check)."""
+    if not isinstance(config.get("dpo"), dict) and not isinstance(config.get("rl"), dict):
+        return
+    from mens.rl.dpo import DpoOptions
+    from mens.rl.grpo import RlOptions
+
+    for name, cls, data in (("dpo", DpoOptions, "data"), ("rl", RlOptions, "prompts")):
+        section = config.get(name)
+        if isinstance(section, dict):
+            values = {str(k): v for k, v in section.items() if k != data}
+            cls(**{"seed": config.get("seed", 0), **values}).check(f"{where}: {name}")
 
 
 def select(stages: list[Stage], names: str | None) -> list[Stage]:

@@ -230,7 +230,7 @@ def _dpo_params(ctx: Context) -> dict[str, Any]:
 
     sec = dict(ctx.section("dpo"))
     data = sec.pop("data", None)
-    opts = DpoOptions(**{"seed": int(ctx.config.get("seed", 0)), **sec})
+    opts = DpoOptions(**{"seed": int(ctx.config.get("seed", 0)), **sec}).check("pipeline config: dpo")
     return {"data": str(ctx.path(data).resolve()) if data else None, **asdict(opts)}
 
 

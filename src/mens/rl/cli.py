@@ -4,7 +4,6 @@ input is checked before a model loads; nothing heavy is imported at module top."
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from mens.errors import MensError
@@ -38,7 +37,7 @@ def register(sub) -> None:
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--num-generations", type=int, help="samples per prompt (the group)")
     p.add_argument("--max-completion-length", type=int)
-    p.set_defaults(func=cmd_rl)
+    p.set_defaults(func=cmd_rl, seed=None, device=None)  # unset: rl.yaml's (RlOptions' defaults: 0, cpu)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,47 +49,36 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-restart", action="store_true", help="start over instead of resuming")
 
 
-def _check_start(args) -> None:
+def _check_start(args, device: str) -> None:
     from mens.hf import check_device, check_files, check_source
 
     check_source(str(args.model))
     check_files(args.model)
-    check_device(args.device)
+    check_device(device)
     if args.bench is not None and not args.bench.exists():
         raise MensError("bench not found", str(args.bench), "give a bench .jsonl file or a folder holding some")
     if args.output_dir.is_file():
         raise MensError("is a file, not a run directory", str(args.output_dir), "give a directory for --output-dir")
 
 
-def _positive(value, flag: str, whole: bool = True) -> None:
-    if whole and value < 1:
-        raise MensError(f"{flag} must be 1 or more, got {value}", flag, f"give {flag} 1 or more")
-    if not whole and not (math.isfinite(value) and value > 0):
-        raise MensError(f"{flag} must be a positive number, got {value}", flag, f"give {flag} above 0")
-
-
 def cmd_dpo(args) -> int:
-    from mens.rl.dpo import DpoOptions, prefs_path, read_prefs
+    from mens.rl.dpo import FLAGS, DpoOptions, prefs_path, read_prefs
 
-    for flag in ("steps", "batch_size", "max_length", "lora_r", "save_steps"):
-        _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
-    _positive(args.learning_rate, "--learning-rate", whole=False)
-    _positive(args.beta, "--beta", whole=False)
-    _check_start(args)
+    opts = DpoOptions(steps=args.steps, learning_rate=args.learning_rate, beta=args.beta, batch_size=args.batch_size,
+                      lora_r=args.lora_r, lora_alpha=2 * args.lora_r, max_length=args.max_length, seed=args.seed,
+                      save_steps=args.save_steps, device=args.device).check("flags", FLAGS)
+    _check_start(args, opts.device)
     path = prefs_path(args.data_dir)
     rows = read_prefs(path)
     if args.bench is not None:
         _refuse_bench_overlap(args.bench, path)
     from mens.rl.dpo import dpo
 
-    opts = DpoOptions(steps=args.steps, learning_rate=args.learning_rate, beta=args.beta, batch_size=args.batch_size,
-                      lora_r=args.lora_r, lora_alpha=2 * args.lora_r, max_length=args.max_length, seed=args.seed,
-                      save_steps=args.save_steps, device=args.device)
     trainer = dpo(str(args.model), path, args.output_dir, opts, force_restart=args.force_restart)
     last = next((h for h in reversed(trainer.state.log_history) if "rewards/margins" in h), {})
-    print(f"dpo: {trainer.state.global_step} steps on {len(rows)} pairs, reward margin "
-          f"{last.get('rewards/margins', float('nan')):.4f} → {args.output_dir}")
-    return 0
+    _say(f"dpo: {trainer.state.global_step} steps on {len(rows)} pairs, reward margin "
+         f"{last.get('rewards/margins', float('nan')):.4f} → {args.output_dir}")
+    return _end()
 
 
 def cmd_rl(args) -> int:
@@ -102,15 +90,38 @@ def cmd_rl(args) -> int:
     from mens.evaluate.checks import check_input_file
 
     check_input_file(args.prompts, "--prompts")
-    _check_start(args)
+    _check_start(args, opts.device)
     rows = read_prompt_rows(args.prompts, args.bench)
     from mens.rl.grpo import grpo
 
     trainer = grpo(str(args.model), args.prompts, args.output_dir, opts, bench=None, force_restart=args.force_restart)
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     first, last = (rewards[0], rewards[-1]) if rewards else (float("nan"),) * 2
-    print(f"rl: {trainer.state.global_step} steps on {len(rows)} prompts, reward {first:.3f} → {last:.3f} "
-          f"→ {args.output_dir}")
+    _say(f"rl: {trainer.state.global_step} steps on {len(rows)} prompts, reward {first:.3f} → {last:.3f} "
+         f"→ {args.output_dir}")
+    return _end()
+
+
+def _say(line: str) -> None:
+    from mens.rl.run import main_rank
+
+    if main_rank():
+        print(line)
+
+
+def _end() -> int:
+    """Under torchrun every rank waits for the run dir to be written, then leaves at once (as `mens
+    train`'s ranks do: gloo's threads racing interpreter teardown abort a rank now and then)."""
+    from mens.rl.run import world_size
+
+    if world_size() > 1:
+        import torch.distributed as dist
+
+        from mens.train.cli import _end_rank
+
+        if dist.is_initialized():
+            dist.barrier()
+        _end_rank(0)
     return 0
 
 

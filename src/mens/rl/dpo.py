@@ -16,6 +16,7 @@ from typing import Any
 
 from mens.errors import MensError
 from mens.records import iter_jsonl
+from mens.rl.checks import Checker
 from mens.rl import run as rl_run
 
 PREFS = "prefs.jsonl"
@@ -33,6 +34,21 @@ class DpoOptions:
     seed: int = 0
     save_steps: int = 20
     device: str = "cpu"
+
+    def check(self, where: str = "dpo options", flags: dict[str, str] | None = None) -> "DpoOptions":
+        """Every field's value (mens.rl.checks); `flags`: field → the flag that set it."""
+        c = Checker(self, where, flags)
+        c.whole("steps", "batch_size", "lora_r", "lora_alpha", "max_length", "save_steps")
+        c.positive("learning_rate", "beta")
+        c.seed()
+        c.choice("device", ("cpu", "cuda"))
+        return self
+
+
+# The flags of `mens dpo` that set a DpoOptions field (lora_alpha is 2 × --lora-r).
+FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "beta": "--beta", "batch_size": "--batch-size",
+         "lora_r": "--lora-r", "lora_alpha": "--lora-r", "max_length": "--max-length", "seed": "--seed",
+         "save_steps": "--save-steps", "device": "--device"}
 
 
 def prefs_path(data: str | Path) -> Path:

@@ -14,12 +14,12 @@ check runs on the file and any overlap is refused).
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from mens.errors import MensError
+from mens.rl.checks import Checker, did_you_mean, is_number, known_keys
 from mens.rl import run as rl_run
 from mens.rl.rewards import DEFAULT_WEIGHTS, NAMES, batch_reward, tests_source
 from mens.rl.sandbox import Limits
@@ -45,42 +45,45 @@ class RlOptions:
     sandbox_timeout_s: float = 5.0
     sandbox_memory_mb: int = 512
 
-    def check(self, where: str = "rl config") -> "RlOptions":
-        for name in ("steps", "prompts_per_step", "max_completion_length", "lora_r", "lora_alpha", "save_steps",
-                     "sandbox_memory_mb"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise MensError(f"{name} must be a whole number, 1 or more, got {getattr(self, name)!r}", where,
-                                f"fix {name}")
-        if not isinstance(self.num_generations, int) or self.num_generations < 2:
-            raise MensError(f"num_generations must be 2 or more, got {self.num_generations!r}", where,
-                            "GRPO compares samples within a group: give 2 or more")
-        for name in ("learning_rate", "temperature", "sandbox_timeout_s"):
-            if not _finite(getattr(self, name)) or getattr(self, name) <= 0:
-                raise MensError(f"{name} must be a positive number, got {getattr(self, name)!r}", where, f"fix {name}")
-        for name in ("beta", "epsilon"):
-            if not _finite(getattr(self, name)) or getattr(self, name) < 0:
-                raise MensError(f"{name} must be 0 or more, got {getattr(self, name)!r}", where, f"fix {name}")
-        if not isinstance(self.rewards, dict) or not self.rewards:
-            raise MensError("rewards must map reward names to weights", where, f"e.g. rewards: {{parses: 1.0}}")
-        for name, w in self.rewards.items():
-            if name not in NAMES:
-                raise MensError(f"unknown reward {name!r}", where, f"use {', '.join(NAMES)}")
-            if not _finite(w) or w < 0:
-                raise MensError(f"reward weight of {name} must be 0 or more, got {w!r}", where, "fix the weight")
-        if not isinstance(self.train_lm_head, bool):
-            raise MensError(f"train_lm_head must be true or false, got {self.train_lm_head!r}", where,
-                            "fix train_lm_head")
-        if not any(self.rewards.values()):
-            raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
+    def check(self, where: str = "rl config", flags: dict[str, str] | None = None) -> "RlOptions":
+        """Every field's value (mens.rl.checks); `flags`: field → the flag that set it."""
+        c = Checker(self, where, flags)
+        c.whole("steps", "prompts_per_step", "max_completion_length", "lora_r", "lora_alpha", "save_steps",
+                "sandbox_memory_mb")
+        if not isinstance(self.num_generations, int) or isinstance(self.num_generations, bool) \
+                or self.num_generations < 2:
+            raise c.fail("num_generations", f"num_generations must be 2 or more, got {self.num_generations!r}",
+                         "GRPO compares samples within a group: give 2 or more")
+        c.positive("learning_rate", "temperature", "sandbox_timeout_s")
+        c.not_negative("beta", "epsilon")
+        c.boolean("train_lm_head")
+        c.seed()
+        c.choice("device", ("cpu", "cuda"))
+        check_rewards(self.rewards, where)
         return self
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def check_rewards(rewards: Any, where: str) -> None:
+    """A mapping of known reward names to weights ≥ 0, at least one above 0."""
+    if not isinstance(rewards, dict) or not rewards:
+        raise MensError(f"rewards must map reward names to weights, got {rewards!r}", where,
+                        "e.g. rewards: {parses: 1.0, not_stub: 0.5}")
+    for name, w in rewards.items():
+        if name not in NAMES:
+            raise MensError(f"unknown reward {name!r}", where, did_you_mean(name, NAMES, f"use {', '.join(NAMES)}"))
+        if not is_number(w) or w < 0:
+            raise MensError(f"reward weight of {name} must be a number, 0 or more, got {w!r}", where,
+                            f"give {name} a weight such as 1.0 (0 turns it off)")
+    if not any(rewards.values()):
+        raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
+
+
+FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "num_generations": "--num-generations",
+         "max_completion_length": "--max-completion-length", "seed": "--seed", "device": "--device"}
 
 
 def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions:
-    """RlOptions from rl.yaml (keys = the field names), then the flags given (not None)."""
+    """RlOptions from rl.yaml (keys = the field names), then the flags given (not None); checked."""
     from mens.records import read_yaml
 
     data: dict[str, Any] = {}
@@ -88,12 +91,10 @@ def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions
         data = read_yaml(path, "rl config", "write a mapping of RlOptions fields (docs/rl.md)") or {}
         if not isinstance(data, dict):
             raise MensError("the rl config must be a mapping", str(path), "write `key: value` lines (docs/rl.md)")
-        known = {f.name for f in fields(RlOptions)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise MensError(f"unknown key {unknown[0]!r}", str(path), f"use {', '.join(sorted(known))}")
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return RlOptions(**data).check(str(path) if path else "flags")
+        data = known_keys(data, RlOptions, str(path))
+    given = {k: v for k, v in overrides.items() if v is not None}
+    data.update(given)
+    return RlOptions(**data).check(str(path) if path else "flags", {k: FLAGS.get(k, k) for k in given})
 
 
 def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[dict[str, Any]]:

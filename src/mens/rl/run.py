@@ -18,6 +18,7 @@ resumes from the newest, which TRL's Trainer restores exactly.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -79,25 +80,47 @@ def open_run(output_dir: str | Path, force_restart: bool) -> tuple[Path, str | N
     if run.is_file():
         raise MensError("is a file, not a run directory", str(run), "give a directory for --output-dir")
     ckpts = run / CHECKPOINTS
-    if force_restart and run.is_dir():
-        shutil.rmtree(ckpts, ignore_errors=True)
-        (run / "telemetry.jsonl").unlink(missing_ok=True)
+    if force_restart:  # under torchrun rank 0 clears; no rank reads the checkpoints before the first save
+        if main_rank() and run.is_dir():
+            shutil.rmtree(ckpts, ignore_errors=True)
+            (run / "telemetry.jsonl").unlink(missing_ok=True)
+        run.mkdir(parents=True, exist_ok=True)
+        return run, None
     run.mkdir(parents=True, exist_ok=True)
     found = sorted(ckpts.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])) if ckpts.is_dir() else []
     return run, (str(found[-1]) if found else None)
 
 
+def world_size() -> int:
+    """The number of torchrun ranks (1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def main_rank() -> bool:
+    """Whether this process writes the run dir: rank 0 under torchrun (TRL's trainers run data
+    parallel there through accelerate, which reads torchrun's environment), else always."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def telemetry_callback(run: Path, method: str):
     """A TrainerCallback writing TRL's logs to `RUN/telemetry.jsonl` as mens events: `step` with
     the loss and every reward / margin / KL figure (`rewards/margins` → `rewards_margins`,
-    `rewards/parses/mean` → `rewards_parses`), `checkpoint`, `train_start`, `train_end`."""
+    `rewards/parses/mean` → `rewards_parses`), `checkpoint`, `train_start`, `train_end`. Under
+    torchrun only rank 0 writes (TRL's logged figures are already gathered over the ranks)."""
     from transformers import TrainerCallback
 
     from mens.train.telemetry import Telemetry
 
+    class Nothing:  # another rank's telemetry
+        def event(self, *args, **fields):
+            pass
+
+        def close(self):
+            pass
+
     class ToTelemetry(TrainerCallback):
         def __init__(self):
-            self.telemetry = Telemetry.for_run(run, [])
+            self.telemetry = Telemetry.for_run(run, []) if main_rank() else Nothing()
             self.last: dict[str, float] = {}
 
         def on_train_begin(self, args, state, control, **kw):
@@ -145,7 +168,10 @@ def quiet(trainer):
 
 def save_run(run: Path, trainer, start: Start, *, method: str, data: Path, hyper: dict[str, Any], seed: int,
              device: str, wall: float, status: str = "completed") -> None:
-    """Weights (adapter, or full when the start was an adapter run), tokenizer, manifest, card."""
+    """Weights (adapter, or full when the start was an adapter run), tokenizer, manifest, card;
+    written by rank 0 alone under torchrun (the ranks' weights are the same: DDP)."""
+    if not main_rank():
+        return
     from mens.evaluate.card import write_card
     from mens.train.manifest import MANIFEST, Manifest, Results
     from mens.records import write_json_atomic
@@ -163,7 +189,8 @@ def save_run(run: Path, trainer, start: Start, *, method: str, data: Path, hyper
     manifest = Manifest(base_model=start.base.to_dict() if start.base else None,
                         backend="lora" if start.base else "full", quantization=None, dtype="float32",
                         tokenizer={"chat_format": start.chat}, data={"path": str(data), "sha256": _sha256(data)},
-                        hyperparameters=hyper, preset=None, device={"type": device}, seed=seed,
+                        hyperparameters=hyper, preset=None, seed=seed,
+                        device={"type": device, **({"world_size": world_size()} if world_size() > 1 else {})},
                         provenance={"command": f"mens {'rl' if method == 'grpo' else method}", "start_model": start.source,
                                     "library": "trl"},
                         results=results, status=status)

@@ -1,0 +1,107 @@
+"""`torchrun --nproc_per_node 2 -m mens dpo|rl` on CPU (gloo): TRL's trainers run data parallel
+through accelerate, which reads torchrun's environment; rank 0 alone writes the run dir (one
+telemetry line per event, the manifest with world_size 2), both ranks leave with exit code 0, and
+a run stopped after its step-2 checkpoint and rerun under torchrun ends with the same weights,
+bit for bit, as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # two torchrun ranks, three runs per command
+
+GOOD = "```vox\nfn add(a: int, b: int) to int {\n    return a + b\n}\n```"
+BROKEN = "```vox\nfn add(a: int, b: int) to int {\n    return a +\n```"
+TOY = "rewards: {expects: 1.0}\nlearning_rate: 0.03\nprompts_per_step: 2\nnum_generations: 4\n" \
+      "max_completion_length: 6\nlora_r: 8\nlora_alpha: 16\ntrain_lm_head: true\nsave_steps: 2\n"
+
+# The same command in one rank's Python, stopped right after its step-2 checkpoint (a killed run).
+STOPPED = """
+import sys
+import torch.distributed as dist
+from transformers import TrainerCallback
+from mens.train.cli import _end_rank
+
+class StopAt(TrainerCallback):
+    def on_save(self, args, state, control, **kw):
+        if state.global_step == 2:
+            control.should_training_stop = True
+
+method, model, data, out = sys.argv[1:5]
+if method == "dpo":
+    from mens.rl.dpo import DpoOptions, dpo
+    dpo(model, data, out, DpoOptions(steps=4, batch_size=2, save_steps=2), callbacks=[StopAt()])
+else:
+    from mens.rl.grpo import grpo, read_config
+    grpo(model, data, out, read_config(sys.argv[5], {"steps": 4}), callbacks=[StopAt()])
+dist.barrier()
+_end_rank(0)
+"""
+
+
+def _torchrun(*argv) -> subprocess.CompletedProcess:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    proc = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", *map(str, argv)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _inputs(tmp_path: Path, method: str) -> tuple[Path, list[str]]:
+    if method == "dpo":
+        rows = [{"prompt": f"Write a Vox function number {i} that adds two ints.", "chosen": GOOD, "rejected": BROKEN}
+                for i in range(8)]
+        data = tmp_path / "prefs.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return data, ["--data-dir", str(data), "--steps", "4", "--batch-size", "2", "--save-steps", "2"]
+    rows = [{"prompt": f"Write the ten digits, {i}.", "lang": "python", "expect_contains": list("0123456789")}
+            for i in range(4)]
+    data = tmp_path / "toy.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "toy.yaml").write_text(TOY)
+    return data, ["--prompts", str(data), "--config", str(tmp_path / "toy.yaml"), "--steps", "4"]
+
+
+@pytest.mark.parametrize("method", ["dpo", "rl"])
+def test_two_ranks_write_one_run_dir_and_resume_exactly(tiny_model_dir, tmp_path, method):
+    from safetensors.torch import load_file
+
+    from mens.train.telemetry import read_events
+
+    data, flags = _inputs(tmp_path, method)
+    a, b = tmp_path / "a", tmp_path / "b"
+    proc = _torchrun("-m", "mens", method, "--model", tiny_model_dir, "--output-dir", a, *flags)
+    assert proc.stdout.count(f"{method}: 4 steps") == 1, proc.stdout  # rank 0 reports
+    manifest = json.loads((a / "training_manifest.json").read_text())
+    assert (manifest["status"], manifest["results"]["steps"]) == ("completed", 4)
+    assert manifest["device"] == {"type": "cpu", "world_size": 2}
+    assert manifest["method"] == ("dpo" if method == "dpo" else "grpo")
+    for name in ("adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "MODEL_CARD.md"):
+        assert (a / name).is_file(), name
+    events = [(e["event"], e["step"]) for e in read_events(a / "telemetry.jsonl")]
+    assert events == [("train_start", 0), ("step", 1), ("step", 2), ("checkpoint", 2), ("step", 3), ("step", 4),
+                      ("checkpoint", 4), ("train_end", 4)]  # one writer
+    for step in (2, 4):
+        ckpt = a / "trl-checkpoints" / f"checkpoint-{step}"
+        assert (ckpt / "rng_state_0.pth").is_file() and (ckpt / "rng_state_1.pth").is_file()
+
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED)
+    _torchrun(script, method, tiny_model_dir, data, b, *([tmp_path / "toy.yaml"] if method == "rl" else []))
+    assert (b / "trl-checkpoints" / "checkpoint-2").is_dir() and not (b / "adapter_model.safetensors").exists()
+    _torchrun("-m", "mens", method, "--model", tiny_model_dir, "--output-dir", b, *flags)
+    events = [(e["event"], e["step"]) for e in read_events(b / "telemetry.jsonl")]
+    assert ("train_start", 2) in events  # resumed from checkpoint-2, not started over
+    assert [s for e, s in events if e == "step"] == [1, 2, 3, 4]
+    wa, wb = load_file(a / "adapter_model.safetensors"), load_file(b / "adapter_model.safetensors")
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert (wa[k] == wb[k]).all(), k
+    assert json.loads((b / "training_manifest.json").read_text())["results"]["steps"] == 4
