@@ -102,6 +102,8 @@ class TrainConfig:
     scratch_ffn: int | None = opt(None, group=_SCRATCH)
     scratch_positions: int | None = opt(None, group=_SCRATCH)
     scratch_dropout: float | None = opt(None, group=_SCRATCH)
+    scratch_arch: str | None = opt(None, "gpt2 (learned positions) or llama (rotary positions, SwiGLU); default: "
+                                   "the preset's", group=_SCRATCH, choices=("gpt2", "llama"))
     scratch_vocab: int = opt(0, "0 = the fixed 133-id VoxTokenizer; N = a byte-level BPE of N ids learned from "
                              "the run's training text (see docs/scratch.md)", group=_SCRATCH)
     # cadence

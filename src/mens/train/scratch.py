@@ -19,6 +19,9 @@ from mens.errors import MensError
 from mens.train.vox_tokenizer import EOS_ID, IM_END_ID, PAD_ID, VOCAB_SIZE
 
 
+SCRATCH_ARCHS = ("gpt2", "llama")
+
+
 @dataclass
 class ScratchShape:
     """A decoder-only model shape; the defaults are the DESIGN.md §4 scratch model (~38M params)."""
@@ -29,8 +32,16 @@ class ScratchShape:
     n_inner: int = 2048
     dropout: float = 0.1
     n_positions: int = 512
+    # gpt2: learned absolute positions, GELU MLP, LayerNorm (DESIGN.md §4). llama: rotary
+    # positions, SwiGLU, RMSNorm — a small model learns "what did I just write" from relative
+    # positions at once instead of learning 512 position vectors (docs/performance.md,
+    # "Quickstart quality"). Both load with AutoModelForCausalLM and convert to GGUF.
+    arch: str = "gpt2"
 
     def check(self) -> "ScratchShape":
+        if self.arch not in SCRATCH_ARCHS:
+            raise MensError(f"scratch shape: unknown architecture {self.arch!r}",
+                            todo=f"use one of: {', '.join(SCRATCH_ARCHS)}")
         for name in ("n_layer", "n_head", "n_embd", "n_inner", "n_positions"):
             if int(getattr(self, name)) < 1:
                 raise MensError(f"scratch shape: {name} must be at least 1, got {getattr(self, name)}",
@@ -88,6 +99,21 @@ def gpt2_config(shape: ScratchShape, tokenizer=None):
     )
 
 
+def model_config(shape: ScratchShape, tokenizer=None):
+    """The transformers config of `shape` (its `arch`) over `tokenizer`'s vocabulary."""
+    if shape.arch == "gpt2":
+        return gpt2_config(shape, tokenizer)
+    from transformers import LlamaConfig
+
+    vocab, pad, eos, im_end = _special_ids(tokenizer)
+    return LlamaConfig(
+        vocab_size=vocab, hidden_size=shape.n_embd, intermediate_size=shape.n_inner,
+        num_hidden_layers=shape.n_layer, num_attention_heads=shape.n_head, num_key_value_heads=shape.n_head,
+        max_position_embeddings=shape.n_positions, attention_dropout=shape.dropout, rms_norm_eps=1e-5,
+        bos_token_id=eos, eos_token_id=im_end, pad_token_id=pad, tie_word_embeddings=True,
+    )
+
+
 def generation_config(tokenizer=None):
     """Stop on either end marker: <|im_end|> after a chat answer, [EOS] after a raw file."""
     from transformers import GenerationConfig
@@ -97,10 +123,10 @@ def generation_config(tokenizer=None):
 
 
 def build_model_and_tokenizer(shape: ScratchShape, seed: int, tokenizer=None):
-    """A randomly initialised GPT-2 of `shape` (same `seed`, same weights) over `tokenizer`
+    """A randomly initialised model of `shape` (same `seed`, same weights) over `tokenizer`
     (default: the HF VoxTokenizer; or one from `train_bpe_tokenizer`)."""
     import torch
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     from mens.train.vox_tokenizer import build_hf_tokenizer
 
@@ -109,7 +135,7 @@ def build_model_and_tokenizer(shape: ScratchShape, seed: int, tokenizer=None):
     # Seed a forked RNG so building a model does not reset the caller's random stream.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = GPT2LMHeadModel(gpt2_config(shape, tokenizer))
+        model = AutoModelForCausalLM.from_config(model_config(shape, tokenizer))
     model.generation_config = generation_config(tokenizer)
     return model, tokenizer
 
