@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from mens.train.kernels import LoraDelta
-from mens.train.speed import (SpeedPlan, flatten_double_quant, lean_lora, lean_rmsnorm, optimize_for_training,
-                              row_groups, split_for_memory)
+from mens.train.speed import (SpeedPlan, flatten_double_quant, lean_gelu, lean_lora, lean_rmsnorm,
+                              optimize_for_training, row_groups, split_for_memory)
 
 
 class _Block(nn.Module):
@@ -223,3 +223,54 @@ def test_fused_rmsnorm_matches_the_module(dtype, weight_grad):
         torch.testing.assert_close(got[1][2], got[0][2], **tol)
     x64 = x.double()  # the module computes in fp32 even for fp64 input: the patch steps aside
     torch.testing.assert_close(new.double()(x64), ref.double()(x64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lean_gelu_is_gpt2s_gelu_new(dtype):
+    from transformers.activations import NewGELUActivation
+
+    ref, new = NewGELUActivation(), NewGELUActivation()
+    holder = nn.Sequential(new)
+    assert lean_gelu(holder) == 1
+    torch.manual_seed(0)
+    x, g = torch.randn(5, 64, dtype=dtype) * 3, torch.randn(5, 64, dtype=dtype)
+    got = []
+    for m in (ref, new):
+        xi = x.clone().requires_grad_(True)
+        out = m(xi)
+        out.backward(g)
+        got.append((out.detach(), xi.grad))
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1][0], got[0][0], **tol)
+    torch.testing.assert_close(got[1][1], got[0][1], **tol)
+
+
+def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
+    """The quickstart-sized scratch model: GELU patched, one pass per micro-batch, no heap trim
+    (its passes are small); the same loss as the unpatched model."""
+    from mens.train.backends import build
+    from mens.train.config import TrainConfig
+    from mens.train.speed import TRIM_HEAP_MIN_BYTES, _pass_bytes
+
+    cfg = TrainConfig(backend="scratch", scratch_shape="tiny", seq_len=256, micro_batch=4,
+                      output_dir=str(tmp_path)).validate()
+    ids = torch.randint(5, 120, (2, 33))
+
+    def run(optimize: bool):
+        torch.manual_seed(0)
+        model = build(cfg, torch.device("cpu"), False).model
+        plan = optimize_for_training(model, cfg) if optimize else None
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return plan, model, loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+    _, _, ref_loss, ref = run(False)
+    plan, model, loss, got = run(True)
+    assert plan.patched["lean_gelu"] == model.config.n_layer
+    assert plan.trim_heap is False
+    assert _pass_bytes(model, cfg, plan.tokens_per_pass) < TRIM_HEAP_MIN_BYTES
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for name in ref:
+        torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6)
+    big = TrainConfig(backend="scratch", seq_len=4096, micro_batch=64, output_dir=str(tmp_path)).validate()
+    assert _pass_bytes(model, big, None) >= TRIM_HEAP_MIN_BYTES  # passes that big are trimmed

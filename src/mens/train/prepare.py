@@ -249,14 +249,15 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
 
 def build_optimizer(cfg: TrainConfig, params: list, device: str, mode: str | None = None):
     """`cfg.optim` over the trainable parameters, no weight decay on biases and norms: torch's
-    AdamW (fused on CUDA), or bitsandbytes' 8-bit AdamW (`adamw_8bit`) and its paged form
-    (`paged_adamw_8bit`; on a CPU bitsandbytes falls back to unpaged state, saying so)."""
+    AdamW (fused on CUDA and CPU, as transformers' Trainer defaults to: one kernel for every
+    tensor instead of a loop of small ops), or bitsandbytes' 8-bit AdamW (`adamw_8bit`) and its
+    paged form (`paged_adamw_8bit`; on a CPU bitsandbytes falls back to unpaged state, saying so)."""
     groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     name = OPTIM_ALIASES.get(cfg.optim, cfg.optim)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, fused=device == "cuda")
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, fused=device in ("cuda", "cpu"))
     if mode == "fsdp":
         raise MensError(f"--optim {cfg.optim} does not support FSDP-sharded parameters", "--optim",
                         "use --optim adamw with --distributed fsdp, or --distributed ddp")

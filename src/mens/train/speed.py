@@ -26,6 +26,9 @@ docs/performance.md ("The levers, measured").
    glibc heap tuning are `mens.train.allocator`'s.
 7. No KV cache during training (`use_cache=False`).
 8. Fused RMSNorm (`lean_rmsnorm` → `kernels.RMSNorm`, Llama/Qwen2/Mistral-style norms).
+9. One-kernel tanh GELU (`lean_gelu`): GPT-2's `gelu_new`, written out by transformers as eight
+   elementwise ops (each a fresh [tokens, FFN] tensor, and as many again in backward), runs as
+   torch's `gelu(approximate="tanh")`, the same function in one op.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ from mens.train.allocator import trim_heap, tune_heap
 from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
+# glibc's heap is trimmed before each pass only when a pass holds at least this much estimated
+# activation memory: a trim hands the last pass's freed activations back to the kernel and the
+# next pass faults them in again. That lowers the peak where passes are big (the 0.5B shape:
+# ~1 GB a pass) and only costs time where they are small (the quickstart's scratch model, 31 MB
+# a pass: 40 of a 135 ms step).
+TRIM_HEAP_MIN_BYTES = 256 << 20
 # CPU passes hold at most this much estimated activation memory (lever 2): at the 0.5B shape
 # that is one 512-token row per pass; at its 4-layer cut a whole 4x512 micro-batch.
 CPU_ACTIVATION_BUDGET = 1 << 30
@@ -78,9 +87,12 @@ def optimize_for_training(model, cfg) -> SpeedPlan:
     patched["lean_lora"] = lean_lora(model)
     patched["lean_swiglu"] = lean_swiglu(model)
     patched["lean_rmsnorm"] = lean_rmsnorm(model)
+    patched["lean_gelu"] = lean_gelu(model)
     if cpu:
         trim_heap()  # loading and quantising left freed blocks in the heap
-    plan = SpeedPlan(tokens_per_pass=tokens_per_pass(cfg, device, inner), trim_heap=cpu, patched=patched)
+    per_pass = tokens_per_pass(cfg, device, inner)
+    trim = cpu and _pass_bytes(inner, cfg, per_pass) >= TRIM_HEAP_MIN_BYTES
+    plan = SpeedPlan(tokens_per_pass=per_pass, trim_heap=trim, patched=patched)
     mode = getattr(cfg, "gradient_checkpointing", "auto")
     if mode == "on":
         plan.checkpoint_every = 1
@@ -229,6 +241,23 @@ def lean_rmsnorm(model) -> int:
     return patched
 
 
+# ---------------------------------------------------------------- lever 9: one-kernel tanh GELU
+
+def _gelu_tanh_forward(self, x):
+    return nn.functional.gelu(x, approximate="tanh")
+
+
+def lean_gelu(model) -> int:
+    """Route transformers' `NewGELUActivation` (`gelu_new`: GPT-2, GPT-J, Phi) through torch's
+    tanh GELU; returns how many modules were patched."""
+    patched = 0
+    for module in model.modules():
+        if type(module).__name__ == "NewGELUActivation":
+            module.forward = _gelu_tanh_forward.__get__(module)
+            patched += 1
+    return patched
+
+
 # ---------------------------------------------------------------- lever 2: micro-batch splitting
 
 def tokens_per_pass(cfg, device: torch.device | str, inner=None) -> int | None:
@@ -243,6 +272,16 @@ def tokens_per_pass(cfg, device: torch.device | str, inner=None) -> int | None:
         per_token = _activation_bytes_per_token(inner) if inner is not None else None
         return max(floor, int(CPU_ACTIVATION_BUDGET // per_token) if per_token else 0)
     return None
+
+
+def _pass_bytes(inner, cfg, per_pass: int | None) -> float:
+    """Estimated activation bytes of one pass (the whole micro-batch when it is smaller than
+    `per_pass`); infinite when the model's shape is unknown, so the heap is trimmed."""
+    per_token = _activation_bytes_per_token(inner)
+    if not per_token:
+        return math.inf
+    micro_batch = int(getattr(cfg, "seq_len", 512) or 512) * int(getattr(cfg, "micro_batch", 1) or 1)
+    return float(per_token * min(per_pass or micro_batch, micro_batch))
 
 
 def split_for_memory(batch, plan: SpeedPlan) -> Iterator:
