@@ -16,8 +16,8 @@ text is not. The same 8 prompts (Vox code prefixes), greedy, `--tokens` new toke
   code, so every token is checked against the Vox parser) — the grammar's tokens/s cost.
 - with --llamacpp, also `mens serve --engine llamacpp` under the same load, over the model
   exported to GGUF (`--quant`, f16 by default, one row per quant; the export is timed apart):
-  llama.cpp (llama-cpp-python) generating one sequence at a time, side by side with the mens
-  engine from the same invocation. Both take OMP_NUM_THREADS threads when it is set.
+  llama.cpp batching the 8 clients as the mens engine does, side by side with the mens engine
+  from the same invocation. Both take OMP_NUM_THREADS threads when it is set.
 
 Aggregate tokens/s = all generated tokens ÷ wall time of the whole load; the best of `--rounds`.
 """

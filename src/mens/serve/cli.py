@@ -113,9 +113,9 @@ def _serve(args: argparse.Namespace) -> int:
         check_available()
         check_source(args.model)
         build = partial(build_llamacpp_server, args.model, quant=args.quant or "f16", name=args.name,
-                        api_key=api_key, queue_size=limits.queue_size, max_body_bytes=limits.max_body_bytes,
-                        max_prompt_tokens=limits.max_prompt_tokens)
-        how = "llama.cpp, one sequence at a time"
+                        api_key=api_key, max_batch=limits.max_batch, queue_size=limits.queue_size,
+                        max_body_bytes=limits.max_body_bytes, max_prompt_tokens=limits.max_prompt_tokens)
+        how = f"llama.cpp, batch ≤ {limits.max_batch}"
     else:
         from mens.serve.app import build_server
 
