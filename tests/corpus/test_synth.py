@@ -13,6 +13,7 @@ import yaml
 from mens.corpus.synth import generate as synth
 from mens.corpus.synth.generate import SynthStats, code_of, generate, write_vox_tree
 from mens.corpus.synth.templates.core import Draft
+from mens.corpus.synth.words import ENTITIES
 from mens.errors import MensError
 from mens.evaluate.contamination import normalise
 from mens.lang import get_pack
@@ -231,3 +232,26 @@ def test_bench_does_not_leak_into_synthetic_data(pack):
             prompt = normalise(pair.prompt)
             assert not any(b == prompt or b in prompt for b in bench_prompts), pair.prompt
             assert pack.structural_hash(code_of(pair)) not in bench_hashes, pair.source
+
+
+def test_made_up_names_replace_quoted_names_in_prompt_and_code_alike(pack):
+    """Half the prompts get their quoted names made up, so a model must copy a name from the
+    prompt rather than guess it from the domain words; prompt and code must still agree."""
+    import random
+
+    from mens.corpus.synth.generate import with_made_up_names
+
+    prompt = "Write `total_pages(books: List[Book]) to int` over the `Book` type, with tests."
+    code = ("type Book {\n    pages: int\n}\n\nfn total_pages(books: List[Book]) to int {\n    return 0\n}\n\n"
+            "@test\nfn test_total_pages_1() {\n    assert(total_pages([]) is 0)\n}\n")
+    new_prompt, new_code = with_made_up_names(prompt, code, random.Random(3))
+    fn = re.search(r"`(\w+)\(", new_prompt).group(1)
+    ty = re.search(r"the `(\w+)` type", new_prompt).group(1)
+    assert fn != "total_pages" and ty != "Book" and ty[0].isupper() and fn[0].islower()
+    assert f"fn {fn}(books: List[{ty}])" in new_code and f"assert({fn}([])" in new_code
+    assert "test_total_pages_1" in new_code and "Book" not in new_code
+    assert pack.analyze(new_code).ok
+    pairs = list(generate(400, 5, pack=pack))
+    made_up = [p for p in pairs if re.search(r"`(\w+)", p.prompt)
+               and not any(w in p.prompt for e in ENTITIES for w in (e.var, e.type_name))]
+    assert len(made_up) > 40  # a good share of the corpus asks for names no word list holds

@@ -18,14 +18,14 @@ import json
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from mens.corpus.report import Report
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
-from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS
+from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RESERVED, pseudo_name
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
@@ -119,10 +119,31 @@ def with_signature(prompt: str, code: str) -> str:
     return prompt
 
 
+_QUOTED_NAME = re.compile(r"`([A-Za-z_]\w*)")
+
+
+def with_made_up_names(prompt: str, code: str, rng: random.Random) -> tuple[str, str]:
+    """The prompt and code with each name the prompt quotes (`` `name…` ``) that the code uses
+    replaced, everywhere as a whole word, by a made-up one (`velmo_rask`, `VelmoRask` for a type).
+    Why: the templates' names come from a few hundred domain words, so a model can guess them
+    without reading the prompt and never learns to copy the name it is asked for; a made-up name
+    can only be copied. Names inside longer ones (`test_total_pages_1`) keep their old words."""
+    for old in dict.fromkeys(_QUOTED_NAME.findall(prompt)):
+        word = re.compile(rf"(?<![\w@.]){re.escape(old)}(?!\w)")
+        if old in RESERVED or not word.search(code):
+            continue
+        new = pseudo_name(rng, old[0].isupper())
+        if new in RESERVED or re.search(rf"\b{new}\b", code + prompt):
+            continue
+        prompt, code = word.sub(new, prompt), word.sub(new, code)
+    return prompt, code
+
+
 def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
     """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
-    five prompts that name a function quote its whole signature, and about a third open with
-    the situation (CONTEXTS): a small model learns to read the request, not one phrasing."""
+    five prompts that name a function quote its whole signature, half have their quoted names
+    made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
+    model learns to read the request, not one phrasing."""
     rng = random.Random(seed)
     names = list(TEMPLATES)
     while True:
@@ -133,6 +154,9 @@ def drafts(seed: int) -> Iterator[tuple[str, Draft, str, str]]:
             prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
             if rng.random() < 0.8:
                 prompt = with_signature(prompt, draft.code)
+            if rng.random() < 0.5:
+                prompt, code = with_made_up_names(prompt, draft.code, rng)
+                draft = replace(draft, code=code)
             prompt = prompt[0].upper() + prompt[1:]
             if rng.random() < 0.35:
                 field = rng.choice(entity.of("str", "int")).words

@@ -167,6 +167,24 @@ CONTEXTS = (
     "Quick one for a {domain} codebase.",
 )
 
+# Syllables for made-up names (see pseudo_name): a name no word list predicts, so the only way
+# to write it in the code is to copy it from the prompt.
+ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "kl",
+          "pl", "st", "tr", "sh", "ch", "w", "h", "j")
+NUCLEI = ("a", "e", "i", "o", "u", "ai", "ou", "ee", "oo", "y")
+CODAS = ("", "", "", "n", "r", "s", "t", "l", "m", "k", "x", "nd", "st", "ck")
+
+
+def pseudo_word(rng, syllables: int) -> str:
+    return "".join(rng.choice(ONSETS) + rng.choice(NUCLEI) + rng.choice(CODAS) for _ in range(syllables))
+
+
+def pseudo_name(rng, capitalised: bool) -> str:
+    """A made-up identifier: `velmo_rask` (one to three words), or `VelmoRask` for a type."""
+    parts = [pseudo_word(rng, rng.choice((1, 2, 2, 3))) for _ in range(rng.choice((1, 2, 2, 3)))]
+    return "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
+
+
 _NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
 _TYPE = re.compile(r"^[A-Z][a-zA-Z0-9_]*$")
 
