@@ -116,6 +116,7 @@ CASES = {
     "bench-zero-limit": (B + ["--limit", "0"], 2, "--limit must be 1 or more, got 0"),
     "bench-zero-max-new-tokens": (B + ["--max-new-tokens", "0"], 2, "--max-new-tokens must be 1 or more, got 0"),
     "bench-negative-max-new-tokens": (B + ["--max-new-tokens", "-1"], 2, "--max-new-tokens must be 1 or more"),
+    "bench-unknown-grammar": (B + ["--grammar", "klingon"], 2, "--grammar"),
     "bench-negative-temperature": (B + ["--temperature", "-0.5"], 2, "--temperature must be 0 or more, got -0.5"),
     "bench-nan-temperature": (B + ["--temperature", "nan"], 2, "--temperature must be 0 or more, got nan"),
     "bench-inf-temperature": (B + ["--temperature", "inf"], 2, "--temperature must be 0 or more, got inf"),

@@ -24,6 +24,9 @@ def register(sub) -> None:
     bench.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
     bench.add_argument("--train-data", type=Path, action="append",
                        help="training data to check for contamination (warns and records hits; repeatable)")
+    bench.add_argument("--grammar", metavar="LANG",
+                       help="grammar-constrained decoding with that language pack (e.g. vox), as `mens serve "
+                            "--grammar`: every token keeps the code a viable prefix (slow on a CPU)")
     bench.set_defaults(func=_bench)
 
     deco = sub.add_parser("decontaminate", help="check that no bench prompt or reference is in training data",
@@ -93,7 +96,8 @@ def _bench(args) -> int:
             else Path("benchmark_results.json")
     res = run_bench(args.model, args.bench, k=args.k, n=args.samples, temperature=args.temperature,
                     seed=args.seed, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                    batch_size=args.batch_size, device=args.device, out=out, train_data=args.train_data)
+                    batch_size=args.batch_size, device=args.device, out=out, train_data=args.train_data,
+                    grammar=args.grammar)
     print(f"{res['n_tasks']} tasks x {res['n_samples']} samples: pass@1 {res['pass_at_1']:.3f}  "
           f"pass@{res['k']} {res['pass_at_k']:.3f}  parses {res['parse_rate']:.3f}  "
           f"semantic {res['semantic_pass_rate']:.3f}  not-stub {res['anti_stub_rate']:.3f}")
