@@ -251,3 +251,17 @@ def test_a_binary_or_deeply_nested_config_is_a_one_line_error(run_cli, tmp_path)
         (tmp_path / "p.yaml").write_bytes(body)
         code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
         assert code == 2 and "p.yaml" in err and "Traceback" not in err, err
+
+
+def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
+    """The bench curves of the scratch and fine-tune stages cap answers at the bench stage's
+    max_new_tokens (they once used 128 against the stage's 200, so the curve read ~10 points low)."""
+    from mens.pipeline.runner import Context
+    from mens.pipeline.stages import _scratch_params, _train_params
+
+    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    ctx = Context(config=config, base_dir=EXAMPLES, work=tmp_path / "work")
+    want = config["bench"]["max_new_tokens"]
+    assert _scratch_params(ctx)["bench_max_new_tokens"] == want == _train_params(ctx)["bench_max_new_tokens"]
+    config["train"]["bench_max_new_tokens"] = 64  # an explicit value wins
+    assert _train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64

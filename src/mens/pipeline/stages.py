@@ -141,6 +141,8 @@ def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[s
     for key in ("data", "bench"):
         if flags.get(key):
             flags[key] = str(ctx.path(flags[key]).resolve())
+    if flags.get("bench"):  # the curves while training measure what the bench stage measures
+        flags.setdefault("bench_max_new_tokens", int(ctx.section("bench").get("max_new_tokens", 256)))
     return flags
 
 

@@ -116,6 +116,8 @@ class TrainConfig:
                             group=_CADENCE, metavar="PATH")
     bench_every: int = opt(0, "steps between bench runs (0 = only at the end)", group=_CADENCE)
     bench_limit: int = opt(8, "bench tasks per run, to keep it cheap", group=_CADENCE)
+    bench_max_new_tokens: int = opt(256, "answer length cap of those bench runs (as `mens bench "
+                                    "--max-new-tokens`; the pipeline passes its bench's)", group=_CADENCE)
     # speed knobs read by mens.train.speed
     gradient_checkpointing: str = opt("auto", group=_SPEED, choices=("auto", "on", "off"))
     loss_chunk: int = opt(1024, "rows per LM-head/cross-entropy chunk", group=_SPEED)
@@ -192,6 +194,9 @@ class TrainConfig:
             raise bad(f"adam_betas must be in [0, 1), got {list(self.adam_betas)}", "e.g. --adam-betas 0.9 0.999")
         if not 0 <= self.seed < 2**32:
             raise bad(f"seed must be 0 to 2**32-1, got {self.seed}", "set --seed to a non-negative integer")
+        if self.bench_max_new_tokens < 1:
+            raise bad(f"bench_max_new_tokens must be >= 1, got {self.bench_max_new_tokens}",
+                      "set --bench-max-new-tokens to a positive integer")
         if self.bench_limit < 1:
             raise bad(f"bench_limit must be >= 1, got {self.bench_limit}", "set --bench-limit to a positive integer")
         for name in ("scratch_layers", "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions"):

@@ -90,7 +90,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
         started, rates = time.time(), {}
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dropout_off(model):
             pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
-                                       system=cfg.system_prompt, rates=rates)
+                                       system=cfg.system_prompt, rates=rates,
+                                       max_new_tokens=cfg.bench_max_new_tokens)
         elapsed = time.time() - started
         t_session += elapsed
         t_log += elapsed
