@@ -41,5 +41,7 @@ def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse
         (run / "benchmark_results.json").write_text(json.dumps({
             "k": 1, "n_tasks": 4, "n_samples": 1, "pass_at_1": pass_at_1, "pass_at_k": pass_at_1,
             "parse_rate": 0.5, "semantic_pass_rate": 0.25, "anti_stub_rate": 0.75,
-            "by_category": {"function": {"n_tasks": 2, "pass_at_1": 0.5, "parse_rate": 1.0}}}))
+            "by_category": {"function": {"n_tasks": 2, "pass_at_1": 0.5, "parse_rate": 1.0}},
+            # benched beside its base (as the pipeline's bench stage does): no worse than it
+            "vs_base": {"pass_at_1_drop": 0.0, "parse_rate_drop": 0.0}}))
     return run

@@ -25,9 +25,10 @@ def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
     assert receipt["passed"] is True
     by_name = {g["name"]: g for g in receipt["gates"]}
     assert by_name["bench pass@1"]["verdict"] == "fail" and by_name["bench pass@1"]["blocking"] is False
-    # No base was benched, so the fine-tune-vs-base gates cannot pass; they warn in the shipped policy.
-    assert receipt["warnings"] == ["fine-tune keeps the base's pass@1", "fine-tune keeps the base's parse rate",
-                                   "bench pass@1", "bench code parses"]
+    # The fine-tune kept its base's figures (vs_base drops 0), so the blocking base gates pass.
+    assert by_name["fine-tune keeps the base's parse rate"]["verdict"] == "pass"
+    assert by_name["fine-tune keeps the base's parse rate"]["blocking"] is True
+    assert receipt["warnings"] == ["bench pass@1", "bench code parses"]
     assert by_name["loss decreased"]["verdict"] == "pass"
     losses = [4.0 * math.exp(-s / 8) + 1.5 * (1 - math.exp(-s / 8)) for s in range(1, 21)]
     assert by_name["loss decreased"]["value"] == pytest.approx(sum(losses[-5:]) / sum(losses[:5]))
@@ -113,3 +114,18 @@ def test_unreadable_policy_is_one_line(tmp_path, run_cli, content, phrase):
     policy.write_bytes(content)
     code, _, err = run_cli("gate", "--run", run, "--policy", policy)
     assert code == 2 and phrase in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_shipped_policy_blocks_a_fine_tune_that_lost_parse_rate(tmp_path, run_cli):
+    """More than 2 of 54 bench tasks lost against the base (drop > 0.04) blocks promotion; a run
+    benched without its base cannot show it kept it, so it is blocked too (never a silent pass)."""
+    run = make_run(tmp_path)
+    results = json.loads((run / "benchmark_results.json").read_text())
+    for drop, code in ((0.037, 0), (0.056, 1)):
+        results["vs_base"]["parse_rate_drop"] = drop
+        (run / "benchmark_results.json").write_text(json.dumps(results))
+        assert run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")[0] == code, drop
+    del results["vs_base"]
+    (run / "benchmark_results.json").write_text(json.dumps(results))
+    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "fine-tune keeps the base" in err
