@@ -124,6 +124,12 @@ def test_vox_pack_constraint_accepts_every_prefix_of_valid_code_and_refuses_a_wr
     assert not c.allows(source[:-2], prefix="", final=True)  # an unclosed body cannot end the answer
     fenced = "Here it is:\n```vox\n" + source + "```\n"
     assert c.allows(fenced) and not c.allows("```vox\nfn add(a: int\n```")
+    # A half-written keyword passes only where that keyword may stand: "deriv" could become
+    # "derived" inside a component, never right after "@table" (the quickstart model's grammar
+    # bench once ended answers there).
+    component = "component Thermo() {\n    state t: int = 0\n    deriv"
+    assert c.allows(component + "ed", prefix="") and c.allows(component, prefix="")
+    assert not c.allows("@table deriv", prefix="") and c.allows("@table ty", prefix="")
 
 
 @pytest.mark.slow  # a live server

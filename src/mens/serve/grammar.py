@@ -61,10 +61,13 @@ class Constraint:
         if self.pack.viable_prefix(code):
             return True
         # Tokens end mid-word: "t" may be on its way to the keyword "to" while the parser sees an
-        # identifier where none may stand. Judge the code before a word that is a keyword's start.
+        # identifier where none may stand. Allow it when some keyword it starts would be viable
+        # there (not merely the code before it: "@table deriv" must not pass as "derived" could
+        # never stand after "@table").
         m = _WORD_END.search(code)
-        if m and any(k.startswith(m.group()) and k != m.group() for k in self.keywords):
-            return self.pack.viable_prefix(code[:m.start()])
+        if m:
+            head, word = code[:m.start()], m.group()
+            return any(self.pack.viable_prefix(head + k) for k in self.keywords if k.startswith(word) and k != word)
         return False
 
     def _fenced_ok(self, text: str, final: bool) -> bool:
