@@ -30,7 +30,8 @@ def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse
                                  "grad_norm": 1.0, "tokens": 512 * s, "tokens_per_s": 800 + 10 * s}) + "\n")
             if s % 5 == 0:
                 fh.write(json.dumps({"ts": s, "event": "eval", "step": s, "val_loss": loss + 0.2}) + "\n")
-                fh.write(json.dumps({"ts": s, "event": "bench", "step": s, "pass_at_1": s / (4 * steps)}) + "\n")
+                fh.write(json.dumps({"ts": s, "event": "bench", "step": s, "pass_at_1": s / (4 * steps),
+                                     "parse_rate": s / (2 * steps)}) + "\n")
         fh.write(json.dumps({"ts": steps + 1, "event": "train_end"}) + "\n")
     (run / "eval_results.json").write_text(json.dumps({
         "total_samples": 100, "code_samples": 80, "format_validity": 1.0, "parse_rate": parse_rate,

@@ -54,10 +54,10 @@ def test_report_is_self_contained(tmp_path, run_cli):
     code, out, _ = run_cli("report", run, "-o", tmp_path / "r.html")
     assert code == 0
     page = (tmp_path / "r.html").read_text()
-    for title in ("loss", "tokens / s", "learning rate", "bench pass@1 during training",
+    for title in ("loss", "tokens / s", "learning rate", "bench during training",
                   "corpus: samples per category", "bench pass@1 by category"):
         assert f"<title>{title}</title>" in page
-    assert page.count("<polyline") >= 5  # train loss, val loss, tokens/s, lr, bench pass@1
+    assert page.count("<polyline") >= 6  # train loss, val loss, tokens/s, lr, bench pass@1 and parse rate
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
 
 

@@ -224,7 +224,9 @@ def render_report(run_dir: str | Path) -> str:
                             "val loss": _series(events, "val_loss", ("eval", "step", "epoch_end"))}),
         line_chart("tokens / s", {"tokens/s": _series(events, "tokens_per_s", step_kinds)}),
         line_chart("learning rate", {"lr": _series(events, "lr", step_kinds)}),
-        line_chart("bench pass@1 during training", {"pass@1": sorted(bench_pts)}, y_range=(0.0, 1.0)),
+        line_chart("bench during training", {"pass@1": sorted(bench_pts),
+                                             "parse rate": _series(events, "parse_rate", ("bench",))},
+                   y_range=(0.0, 1.0)),
     ]
     charts += _reward_charts(events)
     base_events = _base_run_events(manifest)
@@ -232,6 +234,11 @@ def render_report(run_dir: str | Path) -> str:
         charts.append(line_chart("base model loss (its own training run)",
                                  {"train loss": _series(base_events, "loss", step_kinds),
                                   "val loss": _series(base_events, "val_loss", ("eval", "step", "epoch_end"))}))
+        if any(e.get("event") == "bench" for e in base_events):
+            charts.append(line_chart("base model bench (its own training run)",
+                                     {"pass@1": _series(base_events, "pass_at_1", ("bench",)),
+                                      "parse rate": _series(base_events, "parse_rate", ("bench",))},
+                                     y_range=(0.0, 1.0)))
     mix = _mix_report(run, manifest)
     sources = (mix or {}).get("sources") or []
     charts.append(bar_chart("corpus: rows per mix source",
