@@ -266,3 +266,17 @@ def test_clean_adapter_copy(make_adapter_run, tmp_path):
         card = yaml.safe_load((clean / "README.md").read_text().split("---\n")[1])
         assert cfg.get("base_model_name_or_path") == upstream and card.get("base_model") == upstream
         assert str(tmp_path.parent) not in (clean / "adapter_config.json").read_text() + str(card)
+
+
+@pytest.mark.slow
+def test_a_scratch_model_with_its_learned_bpe_is_refused_in_one_line(llama_cpp, run_cli, tmp_path):
+    """mens's learned BPE splits text by its own rule, which llama.cpp cannot reproduce: the
+    export says so in one line (exit 2) and names what to do instead; nothing is written."""
+    from mens.train.scratch import build_model_and_tokenizer, save_scratch_model, scratch_shape, train_bpe_tokenizer
+
+    texts = ["fn crate_count(loaves: int) to int {\n    return (loaves + 11) / 12\n}"] * 20
+    model, tok = build_model_and_tokenizer(scratch_shape("tiny", arch="llama"), 0, train_bpe_tokenizer(texts, 300))
+    save_scratch_model(model, tok, tmp_path / "base")
+    code, _, err = run_cli("export", tmp_path / "base", "--gguf", tmp_path / "out.gguf")
+    assert code == 2 and "splits text by a rule llama.cpp does not know" in err and "mens serve" in err, err
+    assert len(err.strip().splitlines()) <= 3 and not (tmp_path / "out.gguf").exists()

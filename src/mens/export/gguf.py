@@ -151,6 +151,10 @@ def _run_converter(conv: Path, script: str, args: list[str], pre: str | None, wh
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
         mine = [ln.split("mens-convert-error: ", 1)[1] for ln in lines if "mens-convert-error: " in ln]
         reason = (mine or lines or ["no output"])[-1].strip()[:240]
+        if "pre-tokenizer was not recognized" in reason:  # llama.cpp knows tokenizers by a hash of how they split
+            raise MensError(f"llama.cpp cannot convert {what}: its tokenizer splits text by a rule llama.cpp "
+                            "does not know (a mens scratch model's learned BPE keeps names whole, a rule of its "
+                            "own)", script, "serve it with `mens serve` (its own engine) instead; see docs/export.md")
         raise MensError(f"llama.cpp's converter cannot convert {what}: {reason}", script,
                         "see docs/export.md (supported architectures and tokenizers)")
 
