@@ -6,8 +6,9 @@ What goes up, and nothing else:
   never a local path), the adapter weights, the tokenizer files, README.md;
 - a full/scratch run or a merged model: config.json, generation_config.json, the safetensors
   shards (and their index), the tokenizer files, README.md.
-Checkpoints, telemetry, manifests and reports stay home; their figures are in the card.
-`--dry-run DIR` writes exactly those files to DIR and uploads nothing.
+Checkpoints, telemetry, manifests and reports stay home; their figures are in the card, which
+names the base by its Hub id and shows any other local path as `…/<last part>`.
+`--dry-run DIR` writes exactly those files to DIR and uploads nothing. An upload error is one line.
 """
 
 from __future__ import annotations
@@ -91,6 +92,43 @@ def check_push_args(source: Path, repo: str, upstream: str | None, dry_run: Path
         raise MensError("--dry-run folder exists and is not empty", str(dry_run), "give a new folder")
 
 
+CARD_INPUTS = ("training_manifest.json", "eval_results.json", "benchmark_results.json", "gate_receipt.json")
+# An absolute or ~ path inside a string (not the tail of a URL, a Hub id or a ratio like 1/2).
+LOCAL_PATH = re.compile(r"(?<![\w.:/~-])(?:~|/)[^\s\"'`|,;()\[\]{}<>]*")
+
+
+def without_local_paths(value, base: dict[str, str]):
+    """`value` (JSON) with this machine's paths taken out: a string naming the local base model
+    becomes `base[that string]` (its Hub id), any other path `…/<its last part>`."""
+    if isinstance(value, dict):
+        return {k: without_local_paths(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(v, base) for v in value]
+    if isinstance(value, str):
+        if value in base:
+            return base[value]
+        return LOCAL_PATH.sub(lambda m: "…/" + (Path(m.group(0)).name or "…"), value)
+    return value
+
+
+def card_sources(source: Path, dest: Path, upstream: str | None) -> Path:
+    """A copy of the files the card is read from, under `dest/<source's name>`, with no local
+    path in them (the run's manifest records where the base, data and run dir were)."""
+    from mens.evaluate.card import read_json
+
+    manifest = read_manifest(source)
+    named = manifest.get("base_model") if isinstance(manifest.get("base_model"), dict) else {}
+    base = {str(v): upstream for k, v in named.items() if k in ("id", "path") and v and upstream
+            and _is_local(str(v))}
+    out = dest / source.name
+    out.mkdir(parents=True)
+    for name in CARD_INPUTS:
+        data = read_json(source / name)
+        if data is not None:
+            (out / name).write_text(json.dumps(without_local_paths(data, base)), encoding="utf-8")
+    return out
+
+
 def stage(source: Path, dest: Path, upstream: str | None) -> list[str]:
     """Write into `dest` exactly what would be uploaded; returns the file names."""
     from mens.evaluate.card import hub_metadata, render_card
@@ -104,9 +142,27 @@ def stage(source: Path, dest: Path, upstream: str | None) -> list[str]:
         cfg["base_model_name_or_path"] = upstream
         (dest / ADAPTER_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
     uploaded = sorted([*names, "README.md"])
-    card = hub_metadata(source, adapter=adapter, base_model=upstream) + "\n" + render_card(source, files=uploaded)
+    with tempfile.TemporaryDirectory(prefix="mens-card-") as tmp:
+        run = card_sources(source, Path(tmp), upstream)
+        card = hub_metadata(run, adapter=adapter, base_model=upstream) + "\n" + render_card(run, files=uploaded)
     (dest / "README.md").write_text(card, encoding="utf-8")
     return uploaded
+
+
+def _first_line(err: BaseException) -> str:
+    """One line for an upload error: its own first line, plus what the server said (an HTTP
+    error), or its cause's line (huggingface_hub wraps an LFS failure as "Error while uploading
+    'x' to the Hub.")."""
+    def first(text: str) -> str:
+        return (text.strip().splitlines() or [""])[0]
+
+    text = first(str(err)) or type(err).__name__
+    server = first(str(getattr(err, "server_message", None) or ""))
+    if server and server not in text:
+        text += f": {server}"
+    elif err.__cause__ is not None and not isinstance(err, OSError) and first(str(err.__cause__)) not in text:
+        text += f": {_first_line(err.__cause__)}"
+    return text[:200]
 
 
 def push(source: str | Path, repo: str, *, private: bool = False, upstream_model_id: str | None = None,
@@ -127,17 +183,26 @@ def push(source: str | Path, repo: str, *, private: bool = False, upstream_model
         return f"dry run: {len(names)} files for {repo} in {dry}: {', '.join(names)}"
 
     from huggingface_hub import HfApi, get_token
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    from mens.progress import quiet
 
     if not get_token():
         raise MensError("no Hugging Face token", "HF_TOKEN", "set HF_TOKEN or run `hf auth login`")
     api = HfApi()
+    bars_were_off = are_progress_bars_disabled()
+    if quiet():  # mens's rule: no bar when --quiet or stderr is not a terminal
+        disable_progress_bars()
     with tempfile.TemporaryDirectory(prefix="mens-push-") as tmp:
         names = stage(source, Path(tmp), upstream)
         try:
             url = api.create_repo(repo, private=private, exist_ok=True, repo_type="model")
             api.upload_folder(repo_id=repo, folder_path=tmp, repo_type="model",
                               commit_message=f"mens push {source.name}")
-        except (OSError, ValueError) as err:  # HfHubHTTPError is an OSError (requests/httpx)
-            raise MensError(f"upload failed: {str(err).splitlines()[0][:200]}", repo,
-                            "check the token's write permission, the repo name and your network") from None
+        except Exception as err:  # the network edge: HTTP errors, refused connections, bad replies
+            raise MensError(f"upload failed: {_first_line(err)}", repo,
+                            "check the token's write permission, the repo name and your network") from err
+        finally:
+            if not bars_were_off:
+                enable_progress_bars()
     return f"pushed {len(names)} files to {url}"
