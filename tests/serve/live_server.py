@@ -14,6 +14,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_healthy(proc, port: int, timeout: float = 60) -> None:
+    """Wait for a `mens serve` child process on `port` to answer /health with 200; fail with its
+    output if it exits first, or after `timeout` seconds."""
+    import httpx
+
+    deadline = time.time() + timeout
+    while True:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.time() < deadline, "mens serve did not come up"
+        time.sleep(0.2)
+
+
 class LiveServer:
     def __init__(self, app, engine):
         import uvicorn

@@ -156,12 +156,10 @@ def test_mens_serve_engine_llamacpp_command(llamacpp_server, gguf_run):
     """As users run it, over the GGUF the fixture exported (served as it is, named after the file)."""
     import os
     import subprocess
-    import time
 
-    import httpx
     import openai
 
-    from live_server import _free_port
+    from live_server import _free_port, wait_until_healthy
 
     port = _free_port()
     gguf = gguf_run.parent / f"{gguf_run.name}.f16.gguf"
@@ -169,16 +167,7 @@ def test_mens_serve_engine_llamacpp_command(llamacpp_server, gguf_run):
                              str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "0"})
     try:
-        deadline = time.time() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.time() < deadline, "mens serve did not come up"
-            time.sleep(0.2)
+        wait_until_healthy(proc, port)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
         name = gguf.stem
         assert [m.id for m in client.models.list().data] == [name]

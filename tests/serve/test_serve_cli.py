@@ -6,11 +6,10 @@ import sys
 import threading
 import time
 
-import httpx
 import openai
 import pytest
 
-from live_server import LiveServer, _free_port
+from live_server import LiveServer, _free_port, wait_until_healthy
 
 
 @pytest.mark.slow  # `mens serve` in a subprocess
@@ -21,16 +20,7 @@ def test_mens_serve_command_answers_the_openai_client(make_adapter_run):
     proc = subprocess.Popen([sys.executable, "-m", "mens", "serve", str(run), "--name", "mine", "--port", str(port),
                              "--api-key", "k"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        deadline = time.time() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.time() < deadline, "mens serve did not come up"
-            time.sleep(0.2)
+        wait_until_healthy(proc, port)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
         assert [m.id for m in client.models.list().data] == ["mine"]
         stream = client.chat.completions.create(model="mine", messages=[{"role": "user", "content": "hi"}],
