@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("mens: interrupted", file=sys.stderr)
+        if argv is None:  # a real command line: never hang at exit on a torn-down pool
+            from mens.corpus.parallel import stuck_pool_threads
+
+            if stuck_pool_threads():  # every file is closed and every temp removed by now
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
         return 130
     except BrokenPipeError:
         return 0
