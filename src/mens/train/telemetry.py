@@ -93,7 +93,21 @@ def _run_id(run_dir: Path) -> str:
     return f"{run_dir.name[:40]}-{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:8]}"
 
 
-class WandbLogger:
+class _RunObjectLogger:
+    """A tracker whose run object takes `log(values, step=)` and `finish()` (wandb, trackio)."""
+
+    _run: Any
+
+    def log(self, event: str, step: int, fields: dict[str, Any]) -> None:
+        values = scalars(event, fields)
+        if values:
+            self._run.log(values, step=step)
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+class WandbLogger(_RunObjectLogger):
     """Weights & Biases, offline unless WANDB_MODE says otherwise: the run lands in RUN/wandb/
     (`wandb sync RUN/wandb/offline-run-*` uploads it; `wandb leet inspect` reads it). Project
     from WANDB_PROJECT, else `mens`."""
@@ -107,14 +121,6 @@ class WandbLogger:
         self._run = wandb.init(project=os.environ.get("WANDB_PROJECT", "mens"), dir=str(run_dir),
                                id=_run_id(run_dir), name=run_dir.name, resume="allow",
                                mode=os.environ.get("WANDB_MODE", "offline"))
-
-    def log(self, event: str, step: int, fields: dict[str, Any]) -> None:
-        values = scalars(event, fields)
-        if values:
-            self._run.log(values, step=step)
-
-    def close(self) -> None:
-        self._run.finish()
 
 
 class MlflowLogger:
@@ -152,7 +158,7 @@ class MlflowLogger:
         self._client.set_terminated(self.run_id)
 
 
-class TrackioLogger:
+class TrackioLogger(_RunObjectLogger):
     """trackio, local: a SQLite database in trackio's folder (TRACKIO_DIR, default
     ~/.cache/huggingface/trackio); `trackio show` opens it. Project `mens`, run = the run dir."""
 
@@ -164,14 +170,6 @@ class TrackioLogger:
         self._trackio = trackio
         self._run = trackio.init(project=os.environ.get("TRACKIO_PROJECT", "mens"), name=_run_id(run_dir),
                                  resume="allow")
-
-    def log(self, event: str, step: int, fields: dict[str, Any]) -> None:
-        values = scalars(event, fields)
-        if values:
-            self._run.log(values, step=step)
-
-    def close(self) -> None:
-        self._run.finish()
 
 
 _LOGGERS = {"tensorboard": lambda d: TensorBoardLogger(d / "tensorboard"), "wandb": WandbLogger,
