@@ -206,3 +206,71 @@ def test_python_grammar_through_the_server(tiny_model_dir):
         assert pack.viable_prefix(chat.choices[0].message.content)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("reserve", [0, 16])
+def test_grammar_mode_closes_the_code_before_the_token_budget_runs_out(tiny_model_dir, reserve):
+    """A random model never ends code by itself: with no reserve the completion of a half-written
+    function stops at max_tokens still open; with the (default) reserve of 16 its last tokens
+    close it (a brace on its own line), so the whole program parses."""
+    from mens.inference import load_model
+    from mens.serve.engine import Engine
+
+    model, tok, _ = load_model(tiny_model_dir, device="cpu")
+    pack = get_pack("vox")
+    engine = Engine(model, tok, context_window=512, grammar=Constraint(pack))
+    assert engine._chooser.finish_reserve == 16        # the default
+    engine._chooser.finish_reserve = reserve
+    try:
+        prompt = "fn add(a: int, b: int) to int {\n    return a"
+        outs = [_run(engine, prompt, max_tokens=12, temperature=t, seed=s) for t, s in [(0, 0), (1.0, 1), (1.0, 2)]]
+        complete = [pack.check(prompt + out) is None for out in outs]
+        assert all(pack.viable_prefix(prompt + out) for out in outs)
+        assert all(complete) if reserve else not any(complete), (outs, complete)
+        if reserve:
+            assert engine.snapshot()["grammar_finishes"] > 0
+    finally:
+        engine.stop()
+
+
+def test_vox_closing_suffix_and_open_strings():
+    """What grammar mode appends to finish Vox code, checked by the pack (and the reference
+    parser: each closed text below is accepted by vox-ref-oracle)."""
+    pack = get_pack("vox")
+    cases = {
+        "fn f(x: int) to int {\n    return g(x, [1, 2": "])\n}",
+        'fn f() to str {\n    return "ab': '"\n}',
+        "type A {\n    a: int\n": "}",
+        'fn f() to str {\n    return "a\\': '\\"\n}',
+        "fn f() {\n    let x = ": None,         # an expression is missing: nothing known closes it
+        "": "",
+    }
+    for text, suffix in cases.items():
+        assert pack.closing_suffix(text) == suffix, text
+        if suffix is not None:
+            assert pack.check(text + suffix) is None
+    assert pack.string_at_end('fn f() to str {\n    return "ab') == '"ab'
+    assert pack.string_at_end('fn f() to str {\n    return "ab"') is None
+    c = Constraint(pack)
+    assert c.allows('fn f() to str {\n    return "ab', prefix="")
+    assert not c.allows('fn f() to str {\n    return "ab\n', prefix="")   # generated strings stay on one line
+    assert c.closing("```vox\nfn f() {\n    let x = 1", prefix=None) == "\n}\n```"
+    assert c.closing("Sure.", prefix=None) == "" and c.closing("```vox\nfn f() {\n    let x = ") is None
+
+
+def test_special_tokens_that_write_nothing_are_never_chosen(tiny_model_dir):
+    """[PAD]/[UNK] decode to nothing, so the text after them is always "allowed"; choosing one
+    where nothing else fits would repeat forever (the quickstart model's grammar bench did)."""
+    import torch
+
+    from mens.inference import load_model
+    from mens.serve.grammar import TokenChooser
+
+    _, tok, _ = load_model(tiny_model_dir, device="cpu")
+    chooser = TokenChooser(Constraint(get_pack("vox")), tok, [tok.eos_token_id])
+    silent = [i for i, piece in enumerate(chooser.pieces) if piece == "" and i != tok.eos_token_id]
+    assert silent
+    probs = torch.full((len(tok),), 1e-6)
+    probs[silent[0]] = 1.0
+    chosen = chooser.choose("```vox\nfn f(", [], silent[0], None, probs)
+    assert chosen not in silent and chooser.constraint.allows("```vox\nfn f(" + chooser.pieces[chosen])

@@ -230,6 +230,12 @@ class _AnswerIsCode:
             return self.constraint.allows(text, final=final)
         return self.constraint.allows(text, final=final, prefix="")
 
+    def closing(self, text: str, *, prefix: str | None = None) -> str | None:
+        head = text.lstrip()
+        if not head:
+            return None
+        return self.constraint.closing(text, prefix=None if head.startswith("`") else "")
+
 
 class GrammarProcessor:
     """A `transformers` logits processor for grammar mode (`--grammar vox`): in each row it keeps
@@ -238,10 +244,12 @@ class GrammarProcessor:
     that keeps it one; an end token only where the code is complete. The check is the one `mens
     serve --grammar` runs, with the whole answer held to be code when it opens no fence."""
 
-    def __init__(self, lang: str, tokenizer, stop: list[int], prompt_len: int, temperature: float = 0.0):
+    def __init__(self, lang: str, tokenizer, stop: list[int], prompt_len: int, temperature: float = 0.0,
+                 max_new_tokens: int | None = None):
         from mens.serve.grammar import Constraint, TokenChooser
 
         self.tokenizer, self.stop, self.prompt_len, self.temperature = tokenizer, set(stop), prompt_len, temperature
+        self.max_new_tokens = max_new_tokens
         self.chooser = TokenChooser(_AnswerIsCode(Constraint.for_language(lang)), tokenizer, list(stop))
 
     def __call__(self, input_ids, scores):
@@ -254,7 +262,8 @@ class GrammarProcessor:
                 continue  # this row has ended; generate() pads it
             token = int(torch.multinomial(probs[row], 1)) if self.temperature > 0 else int(scores[row].argmax())
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
-            chosen = self.chooser.choose(text, generated, token, None, probs[row])
+            remaining = None if self.max_new_tokens is None else self.max_new_tokens - len(generated)
+            chosen = self.chooser.choose(text, generated, token, None, probs[row], remaining)
             scores[row] = torch.where(torch.arange(scores.shape[1], device=scores.device) == chosen, 0.0,
                                       float("-inf"))
         return scores
@@ -295,7 +304,7 @@ def generate(model, tokenizer, prompts: list[str], *, n: int = 1, temperature: f
                 if temperature > 0 else {"do_sample": False}
             if grammar:
                 sampling = {"do_sample": False, "logits_processor": LogitsProcessorList(
-                    [GrammarProcessor(grammar, tokenizer, stop, enc["input_ids"].shape[1], temperature)])}
+                    [GrammarProcessor(grammar, tokenizer, stop, enc["input_ids"].shape[1], temperature, new_tokens)])}
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=new_tokens, eos_token_id=stop,
                                      pad_token_id=tokenizer.pad_token_id, **sampling)

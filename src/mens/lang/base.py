@@ -96,6 +96,18 @@ class LanguagePack(ABC):
         err = self.check(text)
         return err is None or "end of input" in err.message
 
+    def string_at_end(self, text: str) -> str | None:
+        """The unterminated string literal `text` ends in (quote included), or None. Grammar mode
+        keeps the strings it writes on one line, so a stray quote cannot swallow the rest of the
+        code. The default knows of none."""
+        return None
+
+    def closing_suffix(self, text: str) -> str | None:
+        """A short text that makes the viable prefix `text` parse (closing what is open), or None
+        when the pack knows none from here. Grammar mode uses it to finish code within a token
+        budget. The default knows none; packs with brackets override it."""
+        return None
+
     @abstractmethod
     def structural_hash(self, text: str) -> str:
         """A hash insensitive to whitespace and comments, for dedupe."""

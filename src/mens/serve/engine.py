@@ -165,6 +165,7 @@ class Engine:
         s["waiting"] = len(self._waiting)
         s["grammar_rejections"] = self._chooser.rejections if self._chooser else 0
         s["grammar_fallbacks"] = self._chooser.fallbacks if self._chooser else 0
+        s["grammar_finishes"] = self._chooser.finishes if self._chooser else 0
         return s
 
     # ------------------------------------------------------------------ scheduler loop
@@ -320,8 +321,10 @@ class Engine:
                 else:
                     token = greedy[row]
                 if s.req.grammar and self._chooser is not None:
+                    remaining = min(sp.max_tokens, self.context_window - len(s.req.prompt_ids)) - len(s.generated)
                     token = self._chooser.choose(s.text, s.generated, token, s.req.grammar_prefix,
-                                                 probs if probs is not None else torch.softmax(logits[row], -1))
+                                                 probs if probs is not None else torch.softmax(logits[row], -1),
+                                                 remaining)
                 self._accept(s, token)
             except Exception as exc:  # this row's request fails (and leaves the batch); the others go on
                 self._fail([s], exc)

@@ -53,11 +53,33 @@ class Constraint:
             return self._code_ok(prefix + text, final)
         return self._fenced_ok(text, final)
 
+    def closing(self, text: str, *, prefix: str | None = None) -> str | None:
+        """The shortest text known to end the completion `text` validly from here: the code's
+        closing (the pack's `closing_suffix`) and, in fence mode, the closing fence; "" when it may
+        end as it is; None when no ending is known (an expression half written)."""
+        if prefix is not None:
+            return self.pack.closing_suffix(prefix + text)
+        start = text.find("```")
+        if start < 0:
+            return ""                            # prose: may end anywhere
+        m = _OPEN.match(text, start)
+        if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
+            return None                          # an info line half written, or another language's block
+        body = text[m.end():]
+        if re.search(r"(?m)^" + m.group(1), body):
+            return ""                            # the block is closed (and was complete to close)
+        suffix = self.pack.closing_suffix(body)
+        if suffix is None:
+            return None
+        return suffix + ("" if (body + suffix).endswith("\n") else "\n") + m.group(1)
+
     # ------------------------------------------------------------------ the two modes
 
     def _code_ok(self, code: str, complete: bool) -> bool:
         if complete:
             return self.pack.check(code) is None
+        if "\n" in (self.pack.string_at_end(code) or ""):
+            return False      # a string the model writes stays on one line (a stray quote would swallow the rest)
         if self.pack.viable_prefix(code):
             return True
         # Tokens end mid-word: "t" may be on its way to the keyword "to" while the parser sees an
@@ -119,15 +141,23 @@ class TokenChooser:
     and the unconstrained token was kept (`fallbacks`)."""
 
     def __init__(self, constraint: Constraint, tokenizer, eos_ids: list[int], *, top_candidates: int = 32,
-                 max_candidates: int = 1024):
+                 max_candidates: int = 1024, finish_reserve: int = 16):
         self.constraint, self.tokenizer, self.eos_ids = constraint, tokenizer, eos_ids
         self.top_candidates, self.max_candidates = top_candidates, max_candidates
+        self.finish_reserve = finish_reserve
         self.pieces = token_pieces(tokenizer)   # each token's text, built once
-        self.rejections = self.fallbacks = 0
+        self.rejections = self.fallbacks = self.finishes = 0
 
-    def choose(self, text: str, generated: list[int], token: int, prefix: str | None, probs) -> int:
+    def choose(self, text: str, generated: list[int], token: int, prefix: str | None, probs,
+               remaining: int | None = None) -> int:
         """`text`/`generated`: the completion so far; `token`: the sampled one; `probs`: the
-        row's distribution (a torch tensor over the vocabulary)."""
+        row's distribution (a torch tensor over the vocabulary); `remaining`: the tokens the
+        completion may still take, this one included (None: no limit). In the last
+        `finish_reserve` of them the code is steered to an end it can reach in time."""
+        if remaining is not None and remaining <= self.finish_reserve:
+            chosen = self._finishing(text, generated, token, prefix, probs, remaining)
+            if chosen is not None:
+                return chosen
         tried: set[int] = set()
         limit = self.top_candidates
         batch = [token]
@@ -137,12 +167,21 @@ class TokenChooser:
                     continue
                 tried.add(cand)
                 is_eos = cand in self.eos_ids
+                if not is_eos and self._writes_nothing(cand):
+                    continue
                 candidate = text if is_eos else self._candidate_text(text, generated, cand)
                 if self.constraint.allows(candidate, final=is_eos, prefix=prefix):
                     self.rejections += len(tried) - 1
                     return cand
             if len(tried) >= min(probs.numel(), self.max_candidates):
                 break
+            if len(tried) > self.top_candidates and limit == self.top_candidates:
+                # None of the model's own top choices fits: it has lost the thread, and a token from
+                # the tail of its distribution only writes noise. End the code here if it can be.
+                closing = self._closing_token(text, generated, prefix)
+                if closing is not None:
+                    self.rejections += len(tried)
+                    return closing
             limit = min(limit * 4 if len(tried) > self.top_candidates else limit, self.max_candidates,
                         probs.numel())
             batch = probs.topk(limit).indices.tolist() + self.eos_ids  # topk: no full sort of the vocabulary
@@ -150,6 +189,46 @@ class TokenChooser:
                 break
         self.fallbacks += 1
         return token
+
+    def _finishing(self, text: str, generated: list[int], token: int, prefix: str | None, probs,
+                   remaining: int) -> int | None:
+        """Near the budget's end: the most probable allowed token after which the code can still
+        be closed in the tokens left (the chosen token first), else the first token of closing it
+        now; None when neither is known (the ordinary choice then stands). Without this a
+        completion that runs out of tokens mid-block never parses, however good it was."""
+        top = probs.topk(min(self.top_candidates, probs.numel())).indices.tolist()
+        for cand in [token, *top, *self.eos_ids]:
+            if cand in self.eos_ids:
+                if self.constraint.allows(text, final=True, prefix=prefix):
+                    return cand
+                continue
+            if self._writes_nothing(cand):
+                continue
+            candidate = self._candidate_text(text, generated, cand)
+            if not self.constraint.allows(candidate, prefix=prefix):
+                continue
+            closing = self.constraint.closing(candidate, prefix=prefix)
+            if closing is not None and self._n_tokens(closing) <= remaining - 1:
+                return cand
+        return self._closing_token(text, generated, prefix)
+
+    def _closing_token(self, text: str, generated: list[int], prefix: str | None) -> int | None:
+        """The first token of the text that ends the code from here, if one is known."""
+        closing = self.constraint.closing(text, prefix=prefix)
+        if closing:
+            first = self.tokenizer(closing, add_special_tokens=False).input_ids[:1]
+            if first and self.constraint.allows(self._candidate_text(text, generated, first[0]), prefix=prefix):
+                self.finishes += 1
+                return first[0]
+        return None
+
+    def _writes_nothing(self, cand: int) -> bool:
+        """A special token other than an end ([UNK], [PAD]) adds no text: always "allowed", it
+        would be chosen at every step where nothing else fits and the answer would never move."""
+        return cand < len(self.pieces) and self.pieces[cand] == ""
+
+    def _n_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids) if text else 0
 
     def _candidate_text(self, text: str, generated: list[int], cand: int) -> str:
         """The completion's text with `cand` appended: the known text plus the token's piece, or a

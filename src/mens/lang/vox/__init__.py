@@ -30,8 +30,17 @@ _WORDS = sorted(set(KEYWORDS) | set((
     "family color spacing radius shadow font not_found error required optional hidden label "
     "pattern max_len min_len range default success_redirect error_message net db fs clock random "
     "nothing mcp").split()))
+_CLOSER = {"(": ")", "[": "]", "{": "\n}"}
 _OPERATOR_TAILS = {"-": (">", "="), "=": (">", "="), "|": (">",), "<": ("=",), ">": ("=",),
                    "!": ("=",), "+": ("=",), "*": ("=",), "/": ("=",)}
+
+
+def _open_string(lx: Lexed) -> str | None:
+    """The unterminated string literal the lexed text ends in, or None."""
+    last_token = lx.starts[-2] if len(lx.starts) > 1 else -1
+    if lx.open_strings and lx.open_strings[-1] > last_token:
+        return lx.text[lx.open_strings[-1]:]
+    return None
 
 
 def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
@@ -99,6 +108,27 @@ class VoxPack(LanguagePack):
             if err is None or "end of input" in err.message:
                 return True
         return False
+
+    def string_at_end(self, text: str) -> str | None:
+        return _open_string(Lexed(text))
+
+    def closing_suffix(self, text: str) -> str | None:
+        """The open string's quote, then the open brackets closed innermost first (a brace on a
+        line of its own), when that makes `text` parse; None where it does not (`let x = `)."""
+        lx = Lexed(text)
+        suffix = ""
+        if _open_string(lx) is not None:
+            odd_backslashes = (len(text) - len(text.rstrip("\\"))) % 2
+            suffix = "\\" * odd_backslashes + text[lx.open_strings[-1]]
+        stack: list[str] = []
+        for kind in lx.kinds:
+            if kind in _CLOSER:
+                stack.append(_CLOSER[kind])
+            elif stack and kind == stack[-1].strip():
+                stack.pop()
+        closers = "".join(reversed(stack))
+        suffix += closers[1:] if closers.startswith("\n") and text.endswith("\n") and not suffix else closers
+        return suffix if self.check(text + suffix) is None else None
 
     def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
         """One lexing serves the parse and the hash (corpus validate's two questions)."""
