@@ -13,7 +13,7 @@ import yaml
 from mens.corpus.synth import generate as synth
 from mens.corpus.synth.generate import SynthStats, code_of, generate, write_vox_tree
 from mens.corpus.synth.templates.core import Draft
-from mens.corpus.synth.words import ENTITIES
+from mens.corpus.synth.words import ENTITIES, RENAME_ASKS
 from mens.errors import MensError
 from mens.evaluate.contamination import normalise
 from mens.lang import get_pack
@@ -61,9 +61,29 @@ def test_pairs_follow_the_contract(batch):
         assert Pair.from_dict(json.loads(json.dumps(row))).to_dict() == row
         assert row["lane"] == "codegen" and row["response_mode"] == "code_only"
         assert row["rating"] == 3 and row["lang"] == "vox" and 1 <= row["difficulty"] <= 10
-        assert row["source"].startswith("synthetic:") and row["source"][10:] in synth.TEMPLATES
+        template, _, task = row["source"].removeprefix("synthetic:").partition(":")
+        assert row["source"].startswith("synthetic:") and template in synth.TEMPLATES and task in ("", "rename")
         assert row["response"].startswith("```vox\n") and row["response"].endswith("```")
-        assert "Vox" in row["prompt"] and row["prompt"].rstrip().endswith(".")
+        assert "Vox" in row["prompt"] or "vox" in row["prompt"]
+        assert task or row["prompt"].rstrip().endswith(".")
+
+
+def test_rename_edits_show_the_code_and_answer_it_renamed(batch, pack):
+    """Two in five short programs (a quarter of all) come as rename requests: the prompt shows the code
+    and names the old and the new name; the answer is that code with the name replaced as a
+    whole word, and both parse."""
+    pairs, _ = batch
+    edits = [p for p in pairs if p.source.endswith(":rename")]
+    short = [p for p in pairs if len(code_of(p)) <= synth.EDIT_MAX_CHARS]
+    assert 0.2 * len(short) < len(edits) < 0.45 * len(short)
+    for pair in edits:
+        shown = re.search(r"```vox\n(.*?)```", pair.prompt, re.S).group(1)
+        asks = [re.escape(a).replace(r"\{old\}", r"(\w+)").replace(r"\{new\}", r"(\w+)") for a in RENAME_ASKS]
+        old, new = next(m.groups() for a in asks if (m := re.search(a, pair.prompt)))
+        renamed = code_of(pair)
+        assert pack.check(shown) is None and pack.check(renamed) is None
+        assert re.sub(rf"(?<![\w@.]){old}(?!\w)", new, shown) == renamed and renamed != shown
+        assert pair.metadata["task"] == "rename" and pair.metadata["template"] in synth.TEMPLATES
 
 
 def test_no_duplicates_and_varied_prompts(batch, pack):
@@ -123,7 +143,7 @@ def test_drafts_that_do_not_parse_are_dropped_and_counted(monkeypatch, pack):
     monkeypatch.setattr(synth, "TEMPLATES", {"fn_arith": synth.TEMPLATES["fn_arith"], "bad": retired_syntax})
     stats = SynthStats()
     pairs = list(generate(40, 3, stats=stats, pack=pack))
-    assert len(pairs) == 40 and all(p.source == "synthetic:fn_arith" for p in pairs)
+    assert len(pairs) == 40 and all(p.source in ("synthetic:fn_arith", "synthetic:fn_arith:rename") for p in pairs)
     assert stats.parse_failures >= 30 and stats.failures[0].startswith("bad: ")
 
 
@@ -131,7 +151,7 @@ def test_stops_when_the_templates_run_dry(monkeypatch, pack):
     monkeypatch.setattr(synth, "TEMPLATES", {"same": lambda c: Draft("fn one() to int {\n    return 1\n}\n",
                                                                      "a function", "returns 1", "function", 1)})
     stats = SynthStats()
-    assert len(list(generate(10, 0, stats=stats, pack=pack))) == 1
+    assert len(list(generate(10, 0, stats=stats, pack=pack, edit_share=0))) == 1
     assert stats.exhausted and stats.duplicates > 0
 
 

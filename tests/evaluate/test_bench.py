@@ -125,4 +125,3 @@ def test_grammar_mode_keeps_every_answer_a_viable_prefix(tiny_model_dir):
     pack = get_pack("vox")
     assert all(pack.viable_prefix(code_of(r[0])) for r in constrained)
     assert len(free) == len(constrained) == 2
-

@@ -149,6 +149,16 @@ PHRASINGS = (
     "Set up {noun} in Vox that {what}.",
 )
 
+# Rename requests (`{old}` → `{new}`), shown before or after the code: the edit lane of
+# generate-data (generate.as_rename_edit).
+RENAME_ASKS = (
+    "Rename `{old}` to `{new}` in this Vox code:",
+    "In the Vox program below, call `{old}` `{new}` instead.",
+    "Change the name `{old}` to `{new}`:",
+    "Refactor this Vox code so `{old}` is named `{new}`.",
+    "Please rename {old} to {new} everywhere in this Vox snippet.",
+)
+
 # Openings a prompt may start with (about a third do): the situation a user describes before
 # asking, as real requests do. `{domain}`, `{plural}` and `{thing}` (the entity, with article)
 # come from the subject entity; `{field}` is one of its fields in words.
