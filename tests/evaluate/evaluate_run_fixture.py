@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse_rate: float = 0.98,
-             steps: int = 20, with_bench: bool = True) -> Path:
+             steps: int = 20, with_bench: bool = True, bench_parse_rate: float = 0.72) -> Path:
     run = root / "run"
     run.mkdir(parents=True, exist_ok=True)
     manifest = {
@@ -41,7 +41,7 @@ def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse
     if with_bench:
         (run / "benchmark_results.json").write_text(json.dumps({
             "k": 1, "n_tasks": 4, "n_samples": 1, "pass_at_1": pass_at_1, "pass_at_k": pass_at_1,
-            "parse_rate": 0.5, "semantic_pass_rate": 0.25, "anti_stub_rate": 0.75,
+            "parse_rate": bench_parse_rate, "semantic_pass_rate": 0.25, "anti_stub_rate": 0.75,
             "by_category": {"function": {"n_tasks": 2, "pass_at_1": 0.5, "parse_rate": 1.0}},
             # benched beside its base (as the pipeline's bench stage does): no worse than it
             "vs_base": {"pass_at_1_drop": 0.0, "parse_rate_drop": 0.0}}))

@@ -18,7 +18,7 @@ def _policy(tmp_path, gates):
 
 
 def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
-    run = make_run(tmp_path, pass_at_1=0.0)
+    run = make_run(tmp_path, pass_at_1=0.0, bench_parse_rate=0.72)   # the quickstart's figures
     code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 0, out + err
     receipt = json.loads((run / "gate_receipt.json").read_text())
@@ -28,10 +28,17 @@ def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
     # The fine-tune kept its base's figures (vs_base drops 0), so the blocking base gates pass.
     assert by_name["fine-tune keeps the base's parse rate"]["verdict"] == "pass"
     assert by_name["fine-tune keeps the base's parse rate"]["blocking"] is True
-    assert receipt["warnings"] == ["bench pass@1", "bench code parses"]
+    assert receipt["warnings"] == ["bench pass@1"]
+    assert by_name["bench code parses"]["verdict"] == "pass" and by_name["bench code parses"]["blocking"] is True
     assert by_name["loss decreased"]["verdict"] == "pass"
     losses = [4.0 * math.exp(-s / 8) + 1.5 * (1 - math.exp(-s / 8)) for s in range(1, 21)]
     assert by_name["loss decreased"]["value"] == pytest.approx(sum(losses[-5:]) / sum(losses[:5]))
+
+
+def test_shipped_policy_blocks_a_model_whose_bench_code_mostly_does_not_parse(tmp_path, run_cli):
+    run = make_run(tmp_path, pass_at_1=0.0, bench_parse_rate=0.5)
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "blocking gate(s) failed: bench code parses" in err
 
 
 def test_blocking_failure_exits_1_and_still_writes_receipt(tmp_path, run_cli):
