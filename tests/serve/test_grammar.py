@@ -249,8 +249,11 @@ def test_vox_closing_suffix_and_open_strings():
         assert pack.closing_suffix(text) == suffix, text
         if suffix is not None:
             assert pack.check(text + suffix) is None
-    assert pack.string_at_end('fn f() to str {\n    return "ab') == '"ab'
-    assert pack.string_at_end('fn f() to str {\n    return "ab"') is None
+    assert pack.free_text_at_end('fn f() to str {\n    return "ab') == '"ab'
+    assert pack.free_text_at_end('fn f() to str {\n    return "ab"') is None
+    assert pack.free_text_at_end("fn f() {\n    let x = 1 // one") == "// one"
+    assert pack.free_text_at_end('fn f() {\n    let x = "a//b"') is None          # `//` inside a string
+    assert pack.free_text_at_end("fn f() {\n    let x = 1 // one\n") is None       # the comment ended
     c = Constraint(pack)
     assert c.allows('fn f() to str {\n    return "ab', prefix="")
     assert not c.allows('fn f() to str {\n    return "ab\n', prefix="")   # generated strings stay on one line
@@ -274,3 +277,53 @@ def test_special_tokens_that_write_nothing_are_never_chosen(tiny_model_dir):
     probs[silent[0]] = 1.0
     chosen = chooser.choose("```vox\nfn f(", [], silent[0], None, probs)
     assert chosen not in silent and chooser.constraint.allows("```vox\nfn f(" + chooser.pieces[chosen])
+
+
+def test_a_replacement_token_never_opens_a_string_or_comment(tiny_model_dir):
+    """Where the model's own token does not fit, the replacement is the most probable token that
+    does — but not a quote or `//`: inside a string or comment anything fits, so the rest of the
+    answer would drift there (the quickstart model's `"desc"", gradegradegrade…`). The model's
+    own token may open one."""
+    import torch
+
+    from mens.inference import load_model
+    from mens.serve.grammar import TokenChooser
+
+    _, tok, _ = load_model(tiny_model_dir, device="cpu")
+    chooser = TokenChooser(Constraint(get_pack("vox")), tok, [tok.eos_token_id])
+    ids = {piece: i for i, piece in enumerate(chooser.pieces)}
+    text = '```vox\n@mcp.resource("a://b", "All rows"'
+    newline, quote, comment, close = ids["\n"], ids['"'], ids["//"] if "//" in ids else ids["/"], ids[")"]
+    assert not chooser.constraint.allows(text + "\n") and chooser.constraint.allows(text + '"')
+    probs = torch.full((len(tok),), 1e-6)
+    probs[newline], probs[quote], probs[comment], probs[close] = 0.5, 0.3, 0.15, 0.05
+    assert chooser.choose(text, [], newline, None, probs) == close    # the bridge: `)` lets "\n" follow
+    assert chooser.choose(text, [], quote, None, probs) == quote      # the model's own choice stands
+    probs[close] = 1e-6                                               # no bridge among the top tokens:
+    space = ids[" "]
+    probs[space] = 0.2
+    assert chooser.choose(text, [], newline, None, probs) == space     # the likeliest that writes code …
+    chosen = chooser.choose(text + " ", [], newline, None, probs)     # … but not blank after blank
+    assert chosen not in (quote, comment, space), chooser.pieces[chosen]
+    probs[space] = 1e-6
+    junk = sorted(chooser.junk)[:3]
+    probs[junk] = 0.4                                                 # stray bytes, control characters
+    assert chooser.choose(text, [], newline, None, probs) not in junk
+
+
+def test_bench_grammar_mode_ranks_replacements_by_the_models_distribution(tiny_model_dir):
+    """Greedy grammar mode once divided the logits by a temperature of 1e-6: every token but the
+    top one had probability exactly 0, so replacements came in arbitrary (id) order."""
+    import torch
+
+    from mens.evaluate.bench import GrammarProcessor
+    from mens.inference import load_model
+
+    _, tok, _ = load_model(tiny_model_dir, device="cpu")
+    proc = GrammarProcessor("vox", tok, [tok.eos_token_id], prompt_len=0)
+    seen = {}
+    proc.chooser.choose = lambda text, generated, token, prefix, probs, remaining=None: \
+        seen.setdefault("probs", probs) is not None and token
+    scores = torch.randn(1, len(tok))
+    proc(torch.zeros(1, 0, dtype=torch.long), scores.clone())
+    assert torch.allclose(seen["probs"], torch.softmax(scores[0], -1))

@@ -236,6 +236,9 @@ class _AnswerIsCode:
             return None
         return self.constraint.closing(text, prefix=None if head.startswith("`") else "")
 
+    def in_free_text(self, text: str, *, prefix: str | None = None) -> bool:
+        return self.constraint.in_free_text(text, prefix=None if text.lstrip().startswith("`") else "")
+
 
 class GrammarProcessor:
     """A `transformers` logits processor for grammar mode (`--grammar vox`): in each row it keeps
@@ -255,7 +258,9 @@ class GrammarProcessor:
     def __call__(self, input_ids, scores):
         import torch
 
-        probs = torch.softmax(scores.float() / max(self.temperature, 1e-6), dim=-1)
+        # Greedy ranks replacements by the model's own distribution: dividing by a tiny
+        # temperature would make every token but the top one exactly 0, and their order arbitrary.
+        probs = torch.softmax(scores.float() / (self.temperature if self.temperature > 0 else 1.0), dim=-1)
         for row in range(scores.shape[0]):
             generated = input_ids[row, self.prompt_len:].tolist()
             if self.stop.intersection(generated):

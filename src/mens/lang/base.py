@@ -96,10 +96,11 @@ class LanguagePack(ABC):
         err = self.check(text)
         return err is None or "end of input" in err.message
 
-    def string_at_end(self, text: str) -> str | None:
-        """The unterminated string literal `text` ends in (quote included), or None. Grammar mode
-        keeps the strings it writes on one line, so a stray quote cannot swallow the rest of the
-        code. The default knows of none."""
+    def free_text_at_end(self, text: str) -> str | None:
+        """The unterminated string literal or the line comment `text` ends in (quote or comment
+        marker included), or None: text where anything may be written. Grammar mode keeps such
+        text on one line and never steers the model into it, so a stray quote or `//` cannot
+        swallow the rest of the code. The default knows of none."""
         return None
 
     def closing_suffix(self, text: str) -> str | None:

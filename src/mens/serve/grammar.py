@@ -73,12 +73,23 @@ class Constraint:
             return None
         return suffix + ("" if (body + suffix).endswith("\n") else "\n") + m.group(1)
 
+    def in_free_text(self, text: str, *, prefix: str | None = None) -> bool:
+        """Does the code being written end inside a string literal or a line comment?"""
+        if prefix is not None:
+            return self.pack.free_text_at_end(prefix + text) is not None
+        start = text.find("```")
+        m = _OPEN.match(text, start) if start >= 0 else None
+        if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
+            return False
+        body = text[m.end():]
+        return not re.search(r"(?m)^" + m.group(1), body) and self.pack.free_text_at_end(body) is not None
+
     # ------------------------------------------------------------------ the two modes
 
     def _code_ok(self, code: str, complete: bool) -> bool:
         if complete:
             return self.pack.check(code) is None
-        if "\n" in (self.pack.string_at_end(code) or ""):
+        if "\n" in (self.pack.free_text_at_end(code) or ""):
             return False      # a string the model writes stays on one line (a stray quote would swallow the rest)
         if self.pack.viable_prefix(code):
             return True
@@ -146,6 +157,11 @@ class TokenChooser:
         self.top_candidates, self.max_candidates = top_candidates, max_candidates
         self.finish_reserve = finish_reserve
         self.pieces = token_pieces(tokenizer)   # each token's text, built once
+        # Tokens never taken as a replacement: a stray byte of a multi-byte character or a
+        # control character writes nothing a parser reads (Vox's lexer drops them), so they
+        # "fit" anywhere and a lost model would fill its answer with them.
+        self.junk = {i for i, p in enumerate(self.pieces)
+                     if any(ch == "\ufffd" or (ch < " " and ch not in "\n\t\r") or ch == "\x7f" for ch in p)}
         self.rejections = self.fallbacks = self.finishes = 0
 
     def choose(self, text: str, generated: list[int], token: int, prefix: str | None, probs,
@@ -170,18 +186,18 @@ class TokenChooser:
                 if not is_eos and self._writes_nothing(cand):
                     continue
                 candidate = text if is_eos else self._candidate_text(text, generated, cand)
+                if cand != token and not is_eos and self._no_progress(text, candidate, cand, prefix):
+                    continue
                 if self.constraint.allows(candidate, final=is_eos, prefix=prefix):
                     self.rejections += len(tried) - 1
                     return cand
+                if cand == token and not is_eos:
+                    bridge = self._bridge(text, generated, token, prefix, probs)
+                    if bridge is not None:
+                        self.rejections += 1
+                        return bridge
             if len(tried) >= min(probs.numel(), self.max_candidates):
                 break
-            if len(tried) > self.top_candidates and limit == self.top_candidates:
-                # None of the model's own top choices fits: it has lost the thread, and a token from
-                # the tail of its distribution only writes noise. End the code here if it can be.
-                closing = self._closing_token(text, generated, prefix)
-                if closing is not None:
-                    self.rejections += len(tried)
-                    return closing
             limit = min(limit * 4 if len(tried) > self.top_candidates else limit, self.max_candidates,
                         probs.numel())
             batch = probs.topk(limit).indices.tolist() + self.eos_ids  # topk: no full sort of the vocabulary
@@ -221,6 +237,36 @@ class TokenChooser:
                 self.finishes += 1
                 return first[0]
         return None
+
+    def _bridge(self, text: str, generated: list[int], token: int, prefix: str | None, probs) -> int | None:
+        """Where the model's own token does not fit: the most probable of its top tokens after
+        which that token would fit (`)` before the newline it wanted after `f("a"`), so the
+        model's intent survives one token later; None when no such token is among them."""
+        wanted = self.pieces[token] if token < len(self.pieces) else ""
+        if not wanted or "\ufffd" in wanted:
+            return None
+        for cand in probs.topk(min(4 * self.top_candidates, probs.numel())).indices.tolist():
+            if cand == token or cand in self.eos_ids or self._writes_nothing(cand):
+                continue
+            candidate = self._candidate_text(text, generated, cand)
+            if self._no_progress(text, candidate, cand, prefix):
+                continue
+            if self.constraint.allows(candidate + wanted, prefix=prefix) and self.constraint.allows(candidate, prefix=prefix):
+                return cand
+        return None
+
+    def _no_progress(self, text: str, candidate: str, cand: int, prefix: str | None) -> bool:
+        """Is `cand` a replacement (taken because the model's own token did not fit) that writes
+        no code: junk, more blank after blank, or the way into a string or comment?"""
+        return cand in self.junk or (not self.pieces[cand].strip() and text[-1:].isspace()) or \
+            self._opens_free_text(text, candidate, prefix)
+
+    def _opens_free_text(self, text: str, candidate: str, prefix: str | None) -> bool:
+        """Would this replacement token open a string literal or a comment? Either takes any
+        text, so a quote or `//` picked because the model's own token did not fit hands the rest
+        of the answer to a model that meant something else (`"desc"` + `",` → `"desc"", grade…`)."""
+        return self.constraint.in_free_text(candidate, prefix=prefix) and \
+            not self.constraint.in_free_text(text, prefix=prefix)
 
     def _writes_nothing(self, cand: int) -> bool:
         """A special token other than an end ([UNK], [PAD]) adds no text: always "allowed", it

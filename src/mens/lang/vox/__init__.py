@@ -109,8 +109,15 @@ class VoxPack(LanguagePack):
                 return True
         return False
 
-    def string_at_end(self, text: str) -> str | None:
-        return _open_string(Lexed(text))
+    def free_text_at_end(self, text: str) -> str | None:
+        lx = Lexed(text)
+        open_string = _open_string(lx)
+        if open_string is not None:
+            return open_string
+        # Comments are skipped blanks to the lexer: one after the last token runs to the end.
+        tail = text[lx.ends[-2] if len(lx.ends) > 1 else 0:]
+        at = min((i for i in (tail.find("//"), tail.find("#")) if i >= 0), default=-1)
+        return tail[at:] if at >= 0 and "\n" not in tail[at:] else None
 
     def closing_suffix(self, text: str) -> str | None:
         """The open string's quote, then the open brackets closed innermost first (a brace on a
