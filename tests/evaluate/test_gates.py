@@ -41,6 +41,12 @@ def test_shipped_policy_blocks_a_model_whose_bench_code_mostly_does_not_parse(tm
     assert code == 1 and "blocking gate(s) failed: bench code parses" in err
 
 
+def test_shipped_policy_blocks_grammar_mode_code_that_does_not_parse(tmp_path, run_cli):
+    run = make_run(tmp_path, pass_at_1=0.0, grammar_parse_rate=0.9)
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "blocking gate(s) failed: bench code parses with --grammar" in err
+
+
 def test_blocking_failure_exits_1_and_still_writes_receipt(tmp_path, run_cli):
     run = make_run(tmp_path, parse_rate=0.5)
     policy = _policy(tmp_path, [{"name": "parses", "metric": "eval.parse_rate", "op": ">=", "threshold": 0.9},
