@@ -146,10 +146,13 @@ def _pack_keywords(pack: LanguagePack) -> tuple[str, ...]:
 
 class TokenChooser:
     """The engine's side of grammar mode, for one constrained row per call: the sampled token if
-    the text it makes is allowed, else the most probable token that is — the top candidates
-    first, then wider slices of the vocabulary (an end token is always tried too, so complete
-    code can stop). Counts the replacements (`rejections`) and the steps where nothing fitted
-    and the unconstrained token was kept (`fallbacks`)."""
+    the text it makes is allowed; else a *bridge* (a likely token after which the sampled one
+    would fit); else the most probable allowed token that writes code (`_no_progress`) — the top
+    candidates first, then wider slices of the vocabulary (an end token is always tried too, so
+    complete code can stop). In the last `finish_reserve` tokens of the budget the code is
+    steered to a close (`_finishing`). Why each rule: docs/serving.md, grammar mode. Counts the
+    replacements (`rejections`), the steps where nothing fitted and the unconstrained token was
+    kept (`fallbacks`) and the closing tokens written (`finishes`)."""
 
     def __init__(self, constraint: Constraint, tokenizer, eos_ids: list[int], *, top_candidates: int = 32,
                  max_candidates: int = 1024, finish_reserve: int = 16):
