@@ -223,21 +223,21 @@ class _AnswerIsCode:
         self.constraint = constraint
 
     def allows(self, text: str, *, final: bool = False, prefix: str | None = None) -> bool:
-        head = text.lstrip()
-        if not head:
+        if not text.strip():
             return not final
-        if head.startswith("`"):
-            return self.constraint.allows(text, final=final)
-        return self.constraint.allows(text, final=final, prefix="")
+        return self.constraint.allows(text, final=final, prefix=_code_prefix(text))
 
     def closing(self, text: str, *, prefix: str | None = None) -> str | None:
-        head = text.lstrip()
-        if not head:
-            return None
-        return self.constraint.closing(text, prefix=None if head.startswith("`") else "")
+        return self.constraint.closing(text, prefix=_code_prefix(text)) if text.strip() else None
 
     def in_free_text(self, text: str, *, prefix: str | None = None) -> bool:
-        return self.constraint.in_free_text(text, prefix=None if text.lstrip().startswith("`") else "")
+        return self.constraint.in_free_text(text, prefix=_code_prefix(text))
+
+
+def _code_prefix(text: str) -> str | None:
+    """The constraint's `prefix` for an answer: None (fence mode) when it opens with a fence, else
+    "" (the whole answer is code)."""
+    return None if text.lstrip().startswith("`") else ""
 
 
 class GrammarProcessor:

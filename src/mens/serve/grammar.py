@@ -59,30 +59,35 @@ class Constraint:
         end as it is; None when no ending is known (an expression half written)."""
         if prefix is not None:
             return self.pack.closing_suffix(prefix + text)
-        start = text.find("```")
-        if start < 0:
+        if "```" not in text:
             return ""                            # prose: may end anywhere
-        m = _OPEN.match(text, start)
-        if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
+        block = self._open_block(text)
+        if block is None:
             return None                          # an info line half written, or another language's block
-        body = text[m.end():]
-        if re.search(r"(?m)^" + m.group(1), body):
+        fence, body = block
+        if body is None:
             return ""                            # the block is closed (and was complete to close)
         suffix = self.pack.closing_suffix(body)
         if suffix is None:
             return None
-        return suffix + ("" if (body + suffix).endswith("\n") else "\n") + m.group(1)
+        return suffix + ("" if (body + suffix).endswith("\n") else "\n") + fence
 
     def in_free_text(self, text: str, *, prefix: str | None = None) -> bool:
         """Does the code being written end inside a string literal or a line comment?"""
         if prefix is not None:
             return self.pack.free_text_at_end(prefix + text) is not None
+        block = self._open_block(text)
+        return block is not None and block[1] is not None and self.pack.free_text_at_end(block[1]) is not None
+
+    def _open_block(self, text: str) -> tuple[str, str | None] | None:
+        """(fence, code so far) of the answer's first code block in this language; the code is
+        None once the block is closed; None when there is no such block (yet)."""
         start = text.find("```")
         m = _OPEN.match(text, start) if start >= 0 else None
         if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
-            return False
+            return None
         body = text[m.end():]
-        return not re.search(r"(?m)^" + m.group(1), body) and self.pack.free_text_at_end(body) is not None
+        return m.group(1), None if re.search(r"(?m)^" + m.group(1), body) else body
 
     # ------------------------------------------------------------------ the two modes
 
@@ -90,7 +95,7 @@ class Constraint:
         if complete:
             return self.pack.check(code) is None
         if "\n" in (self.pack.free_text_at_end(code) or ""):
-            return False      # a string the model writes stays on one line (a stray quote would swallow the rest)
+            return False      # strings the model writes stay on one line (a stray quote would swallow the rest)
         if self.pack.viable_prefix(code):
             return True
         # Tokens end mid-word: "t" may be on its way to the keyword "to" while the parser sees an
