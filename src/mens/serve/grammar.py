@@ -61,11 +61,11 @@ class Constraint:
             return self.pack.closing_suffix(prefix + text)
         if "```" not in text:
             return ""                            # prose: may end anywhere
-        block = self._open_block(text)
+        block = self._code_block(text)
         if block is None:
             return None                          # an info line half written, or another language's block
-        fence, body = block
-        if body is None:
+        fence, body, close = block
+        if close is not None:
             return ""                            # the block is closed (and was complete to close)
         suffix = self.pack.closing_suffix(body)
         if suffix is None:
@@ -76,18 +76,19 @@ class Constraint:
         """Does the code being written end inside a string literal or a line comment?"""
         if prefix is not None:
             return self.pack.free_text_at_end(prefix + text) is not None
-        block = self._open_block(text)
-        return block is not None and block[1] is not None and self.pack.free_text_at_end(block[1]) is not None
+        block = self._code_block(text)
+        return block is not None and block[2] is None and self.pack.free_text_at_end(block[1]) is not None
 
-    def _open_block(self, text: str) -> tuple[str, str | None] | None:
-        """(fence, code so far) of the answer's first code block in this language; the code is
-        None once the block is closed; None when there is no such block (yet)."""
+    def _code_block(self, text: str) -> tuple[str, str, re.Match | None] | None:
+        """(fence, text after its info line, the closing fence's match in that text or None) of
+        the answer's first code block in this language; None when there is none: no fence yet,
+        its info line still being written, or a block in another language."""
         start = text.find("```")
         m = _OPEN.match(text, start) if start >= 0 else None
         if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
             return None
         body = text[m.end():]
-        return m.group(1), None if re.search(r"(?m)^" + m.group(1), body) else body
+        return m.group(1), body, re.search(r"(?m)^" + m.group(1), body)
 
     # ------------------------------------------------------------------ the two modes
 
@@ -109,17 +110,10 @@ class Constraint:
         return False
 
     def _fenced_ok(self, text: str, final: bool) -> bool:
-        start = text.find("```")
-        if start < 0:
-            return True                          # prose before any code block is free
-        m = _OPEN.match(text, start)
-        if m is None:
-            return True                          # the fence's info line is still being written
-        tag = m.group(2).lower()
-        if tag and tag not in self.tags:
-            return True                          # a block in another language
-        body = text[m.end():]
-        close = re.search(r"(?m)^" + m.group(1), body)
+        block = self._code_block(text)
+        if block is None:
+            return True                          # prose, an info line being written, another language
+        _, body, close = block
         if close is not None:                    # a closed block must hold complete code
             return self._code_ok(body[:close.start()], True)
         # A closing fence may be half written ("\n``"): judge the code before it.
@@ -171,6 +165,8 @@ class TokenChooser:
         self.junk = {i for i, p in enumerate(self.pieces)
                      if any(ch == "\ufffd" or (ch < " " and ch not in "\n\t\r") or ch == "\x7f" for ch in p)}
         self.rejections = self.fallbacks = self.finishes = 0
+        self._free_text_key: tuple | None = None      # _opens_free_text's one-step memo
+        self._text_in_free_text = False
 
     def choose(self, text: str, generated: list[int], token: int, prefix: str | None, probs,
                remaining: int | None = None) -> int:
@@ -273,8 +269,10 @@ class TokenChooser:
         """Would this replacement token open a string literal or a comment? Either takes any
         text, so a quote or `//` picked because the model's own token did not fit hands the rest
         of the answer to a model that meant something else (`"desc"` + `",` → `"desc"", grade…`)."""
-        return self.constraint.in_free_text(candidate, prefix=prefix) and \
-            not self.constraint.in_free_text(text, prefix=prefix)
+        if (text, prefix) != self._free_text_key:   # the same text for every candidate of a step
+            self._free_text_key = (text, prefix)
+            self._text_in_free_text = self.constraint.in_free_text(text, prefix=prefix)
+        return not self._text_in_free_text and self.constraint.in_free_text(candidate, prefix=prefix)
 
     def _writes_nothing(self, cand: int) -> bool:
         """A special token other than an end ([UNK], [PAD]) adds no text: always "allowed", it
