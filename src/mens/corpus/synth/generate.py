@@ -122,6 +122,11 @@ def with_signature(prompt: str, code: str) -> str:
 _QUOTED_NAME = re.compile(r"`([A-Za-z_]\w*)")
 
 
+def _whole_word(name: str) -> re.Pattern:
+    """`name` as a whole identifier: not inside a longer one, nor a decorator or member (`@x`, `.x`)."""
+    return re.compile(rf"(?<![\w@.]){re.escape(name)}(?!\w)")
+
+
 def with_made_up_names(prompt: str, code: str, rng: random.Random) -> tuple[str, str]:
     """The prompt and code with each name the prompt quotes (`` `name…` ``) that the code uses
     replaced, everywhere as a whole word, by a made-up one (`velmo_rask`, `VelmoRask` for a type).
@@ -129,7 +134,7 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random) -> tuple[str,
     without reading the prompt and never learns to copy the name it is asked for; a made-up name
     can only be copied. Names inside longer ones (`test_total_pages_1`) keep their old words."""
     for old in dict.fromkeys(_QUOTED_NAME.findall(prompt)):
-        word = re.compile(rf"(?<![\w@.]){re.escape(old)}(?!\w)")
+        word = _whole_word(old)
         if old in RESERVED or not word.search(code):
             continue
         new = pseudo_name(rng, old[0].isupper())
@@ -165,7 +170,7 @@ def as_rename_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
     ask = rng.choice(RENAME_ASKS).format(old=old, new=new)
     shown = f"```vox\n{code}```"
     prompt = f"{ask}\n{shown}" if rng.random() < 0.5 else f"{shown}\n{ask}"
-    return prompt, re.sub(rf"(?<![\w@.]){re.escape(old)}(?!\w)", new, code)
+    return prompt, _whole_word(old).sub(new, code)
 
 
 def drafts(seed: int, edit_share: float = EDIT_SHARE) -> Iterator[tuple[str, Draft, str, str]]:
