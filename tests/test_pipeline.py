@@ -265,3 +265,23 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     assert _scratch_params(ctx)["bench_max_new_tokens"] == want == _train_params(ctx)["bench_max_new_tokens"]
     config["train"]["bench_max_new_tokens"] = 64  # an explicit value wins
     assert _train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
+
+
+def test_copy_drills_feed_the_scratch_base_as_its_curriculum(project, run_cli):
+    cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
+    cfg["generate_data"]["copy_drills"] = 20
+    cfg["scratch"].update(curriculum_data="{work_dir}/corpus/copy_drills.jsonl", curriculum_steps=2, max_steps=4)
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    stages = "extract,pairs,validate,generate-data,mix,eval,train-scratch-base"
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages)
+    assert code == 0, err
+    drills = project / "work" / "corpus" / "copy_drills.jsonl"
+    rows = [json.loads(line) for line in drills.read_text().splitlines()]
+    assert len(rows) == 20 and all(r["response"] in r["prompt"] for r in rows)
+    manifest = json.loads((project / "work" / "base" / "training_manifest.json").read_text())
+    assert manifest["hyperparameters"]["curriculum_data"] == str(drills.resolve())
+    assert manifest["hyperparameters"]["curriculum_steps"] == 2
+    cfg["generate_data"]["copy_drills"] = 30  # new drills: the base that learnt from them is stale
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages, "--dry-run")
+    assert code == 0 and _stages(err)["generate-data"] == "would" and _stages(err)["train-scratch-base"] == "would", err

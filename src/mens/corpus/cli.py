@@ -109,6 +109,9 @@ def register(sub) -> None:
                        "each with a prompt describing it; no duplicates; reproducible for a --seed.")
     p.add_argument("--limit", type=int, required=True, help="how many pairs")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kind", choices=("programs", "copy-drills"), default="programs",
+                   help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
+                   "made-up names and signatures exactly, a scratch base's --curriculum-data (docs/synthetic-data.md)")
     p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
@@ -291,6 +294,6 @@ def _generate(args) -> int:
 
     _positive(args.limit, "--limit", "500")
     _outputs((args.output, "-o"), (report_path(args.output, "generate"), "report"))
-    report = generate_data(args.output, limit=args.limit, seed=args.seed)
+    report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind)
     say(report.summary())
     return 0

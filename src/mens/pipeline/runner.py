@@ -160,7 +160,7 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 # mens.corpus.mix with the same rule.
 _SECTION_KEYS = {
     "corpus": {"sources", "langs"},
-    "generate_data": {"count", "seed"},
+    "generate_data": {"count", "seed", "copy_drills"},
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},

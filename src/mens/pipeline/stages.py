@@ -75,16 +75,28 @@ def _validate(ctx: Context) -> dict[str, Any]:
 
 def _gen_params(ctx: Context) -> dict[str, Any]:
     sec = ctx.section("generate_data")
-    return {"count": int(sec.get("count", 0)), "seed": int(sec.get("seed", ctx.config.get("seed", 0)))}
+    params = {"count": int(sec.get("count", 0)), "seed": int(sec.get("seed", ctx.config.get("seed", 0)))}
+    if sec.get("copy_drills"):
+        params["copy_drills"] = int(sec["copy_drills"])
+    return params
+
+
+def _gen_outputs(ctx: Context) -> list[Path]:
+    return [_p(ctx, "corpus", "synthetic.jsonl")] + \
+        ([_p(ctx, "corpus", "copy_drills.jsonl")] if _gen_params(ctx).get("copy_drills") else [])
 
 
 def _generate(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.synth.drills import copy_drills
     from mens.corpus.synth.generate import SynthStats, generate
     from mens.records import write_jsonl_atomic
 
     p = _gen_params(ctx)
     stats = SynthStats()
     n = write_jsonl_atomic(_p(ctx, "corpus", "synthetic.jsonl"), generate(p["count"], p["seed"], stats=stats))
+    if p.get("copy_drills"):  # a scratch base's curriculum (scratch.curriculum_data)
+        write_jsonl_atomic(_p(ctx, "corpus", "copy_drills.jsonl"), copy_drills(p["copy_drills"], p["seed"]))
+        return {"rows": n, "copy_drills": p["copy_drills"]}
     return {"rows": n}
 
 
@@ -136,9 +148,7 @@ def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[s
     flags = dict(defaults)
     flags.update(canonical_fields(ctx.section(section), f"pipeline config: {section}", frozenset({"data"})))
     flags.setdefault("seed", int(ctx.config.get("seed", 0)))
-    if flags.get("raw_text"):
-        flags["raw_text"] = str(ctx.path(flags["raw_text"]).resolve())
-    for key in ("data", "bench"):
+    for key in ("data", "bench", "raw_text", "curriculum_data"):
         if flags.get(key):
             flags[key] = str(ctx.path(flags[key]).resolve())
     if flags.get("bench"):  # the curves while training measure what the bench stage measures
@@ -152,10 +162,11 @@ def _scratch_params(ctx: Context) -> dict[str, Any]:
 
 def _scratch_inputs(ctx: Context) -> list[Path]:
     """The base's training data: `scratch.data` (a pairs file) when given, else the mix; plus
-    `scratch.raw_text` (a folder of text trained on whole, e.g. the sources)."""
+    `scratch.raw_text` (a folder of text trained on whole, e.g. the sources) and
+    `scratch.curriculum_data` (pairs trained on first, e.g. the copy drills)."""
     p = _scratch_params(ctx)
     return [Path(p["data"]) if p.get("data") else _p(ctx, "data", "train.jsonl")] + \
-        ([Path(p["raw_text"])] if p.get("raw_text") else [])
+        [Path(p[key]) for key in ("raw_text", "curriculum_data") if p.get(key)]
 
 
 def _base_source(ctx: Context) -> str:
@@ -386,7 +397,7 @@ STAGES: list[Stage] = [
     Stage("validate", inputs=lambda c: [_p(c, "corpus", "pairs.jsonl")],
           outputs=lambda c: [_p(c, "corpus", "pairs.valid.jsonl")], run=_validate, packs=_all_packs, code=_CORPUS,
           help="parse, dedupe, quarantine"),
-    Stage("generate-data", inputs=lambda c: [], outputs=lambda c: [_p(c, "corpus", "synthetic.jsonl")], run=_generate,
+    Stage("generate-data", inputs=lambda c: [], outputs=_gen_outputs, run=_generate,
           params=_gen_params, packs=lambda c: ["vox"], code=_CORPUS,
           needed=lambda c: None if _gen_params(c)["count"] > 0 else "generate_data.count is 0",
           help="synthetic Vox pairs that parse"),

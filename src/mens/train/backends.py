@@ -215,7 +215,7 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     shape = scratch_shape(cfg.scratch_shape, n_layer=cfg.scratch_layers, n_head=cfg.scratch_heads,
                           n_embd=cfg.scratch_width, n_inner=cfg.scratch_ffn, n_positions=cfg.scratch_positions,
                           dropout=cfg.scratch_dropout, arch=cfg.scratch_arch)
-    tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text), cfg.scratch_vocab) \
+    tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text, cfg.curriculum_data), cfg.scratch_vocab) \
         if cfg.scratch_vocab else None
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
     added = set_chat_template(tokenizer, cfg.chat_template, "--chat-template") if cfg.chat_template else []

@@ -94,6 +94,13 @@ class TrainConfig:
     lenient: bool = opt(False, "skip malformed lines, counting them", group=_DATA)
     val_split: float = opt(0.05, "fraction held out when the data dir has no val.jsonl", group=_DATA)
     raw_text: str | None = opt(None, "directory of text files trained on every token", metavar="PATH", group=_DATA)
+    curriculum_data: str | None = opt(None, "pairs (a file or a directory, as --data-dir) trained on first, for "
+                                      "--curriculum-steps steps, before the data; e.g. `mens generate-data --kind "
+                                      "copy-drills` (a scratch tokenizer learns from both)", metavar="PATH", group=_DATA)
+    curriculum_steps: int = opt(0, "optimizer steps on --curriculum-data before the data (counted in --max-steps)",
+                                group=_DATA)
+    curriculum_lr: float | None = opt(None, "constant learning rate of the curriculum steps (default --lr); the "
+                                      "--lr-scheduler-type schedule, warmup included, starts after them", group=_DATA)
     # scratch backend shape (preset name from mens.train.scratch, then overrides)
     scratch_shape: str = opt("default", "scratch model preset (see mens.train.scratch)", group=_SCRATCH)
     scratch_layers: int | None = opt(None, group=_SCRATCH)
@@ -182,7 +189,8 @@ class TrainConfig:
             resolve_chat_template(self.chat_template, "--chat-template")
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:
             raise bad(f"min_rating must be 1-5, got {self.min_rating}", "set --min-rating 1..5")
-        for name in ("lr", "epochs", "weight_decay", "max_grad_norm", "lora_dropout", "val_split", "scratch_dropout"):
+        for name in ("lr", "epochs", "weight_decay", "max_grad_norm", "lora_dropout", "val_split", "scratch_dropout",
+                     "curriculum_lr"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise bad(f"{name} must be a finite number, got {value}", f"set {name} to a finite number")
@@ -199,6 +207,17 @@ class TrainConfig:
                       "set --bench-max-new-tokens to a positive integer")
         if self.bench_limit < 1:
             raise bad(f"bench_limit must be >= 1, got {self.bench_limit}", "set --bench-limit to a positive integer")
+        if self.curriculum_lr is not None and not self.curriculum_lr > 0:
+            raise bad(f"curriculum_lr must be > 0, got {self.curriculum_lr}", "set --curriculum-lr, e.g. 1e-3")
+        if self.curriculum_steps < 0:
+            raise bad(f"curriculum_steps must be >= 0, got {self.curriculum_steps}", "set --curriculum-steps")
+        if bool(self.curriculum_data) != (self.curriculum_steps > 0):
+            raise bad("curriculum_data and curriculum_steps go together: got "
+                      f"curriculum_data={self.curriculum_data!r}, curriculum_steps={self.curriculum_steps}",
+                      "pass both --curriculum-data PATH and --curriculum-steps N (or neither)")
+        if self.curriculum_steps and self.max_steps and self.curriculum_steps >= self.max_steps:
+            raise bad(f"curriculum_steps ({self.curriculum_steps}) must be fewer than max_steps ({self.max_steps}): "
+                      "they are counted in it", "raise --max-steps or lower --curriculum-steps")
         for name in ("scratch_layers", "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set --{name.replace('_', '-')} "

@@ -63,23 +63,24 @@ def check_bench(bench: str | None) -> None:
         raise MensError("the bench holds no tasks", f"--bench {bench}", "give a .jsonl file with one task a line")
 
 
-def check_data(data_dir: str | None, lenient: bool = False) -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
+def check_data(data_dir: str | None, lenient: bool = False,
+               flag: str = "--data-dir") -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
     """train.jsonl (and an optional val.jsonl) in the data dir, well-formed and non-empty.
     Returns the train file, its pairs, the validation pairs if a file gives them, and the
-    skipped-line reasons under --lenient."""
+    skipped-line reasons under --lenient. `flag`: the option that named the data, for the messages."""
     if not data_dir:
-        raise MensError("no data directory given", "--data-dir", "pass --data-dir DIR holding train.jsonl")
+        raise MensError("no data directory given", flag, f"pass {flag} DIR holding train.jsonl")
     root = Path(data_dir)
     if root.is_file() and root.suffix not in (".jsonl", ".parquet"):
-        raise MensError("--data-dir is a file but not a .jsonl or .parquet one", str(root),
-                        "pass --data-dir DIR holding train.jsonl, or the training file itself")
+        raise MensError(f"{flag} is a file but not a .jsonl or .parquet one", str(root),
+                        f"pass {flag} DIR holding train.jsonl, or the training file itself")
     if root.is_file():  # the training file itself (a pipeline stage's input, a user's own file): no val file
         pairs, skipped = read_pairs(root, lenient=lenient)
         if not pairs:
             raise MensError("the training file holds no training pairs", str(root), "add rows, one JSON object a line")
         return root, pairs, None, skipped
     if not root.is_dir():
-        raise MensError("data directory not found", str(root), "pass --data-dir DIR holding train.jsonl")
+        raise MensError("data directory not found", str(root), f"pass {flag} DIR holding train.jsonl")
     train = root / "train.jsonl"
     if not train.exists() and (root / "train.parquet").is_file():
         train = root / "train.parquet"  # any row format mens.formats knows, in Parquet

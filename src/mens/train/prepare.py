@@ -138,6 +138,8 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
         train_file, pairs, val_pairs, skipped = None, [], [], []  # raw-text-only pre-training
     else:
         train_file, pairs, val_pairs, skipped = preflight.check_data(cfg.data_dir, cfg.lenient)
+    lead_pairs = preflight.check_data(cfg.curriculum_data, cfg.lenient, flag="--curriculum-data")[1] \
+        if cfg.curriculum_steps else []
     torch.manual_seed(cfg.seed)
     built = build(cfg, dev, run.info.bf16)
     model, tokenizer = built.model, built.tokenizer
@@ -167,10 +169,26 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id not in (None, tokenizer.pad_token_id) \
         else ((tokenizer.pad_token_id or 0) + 1) % len(tokenizer)
 
-    def batches_of(epoch: int):
-        return epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
-
     window = cfg.grad_accum * run.world
+    # A curriculum runs first: the first `curriculum_steps` steps' micro-batches come from the
+    # curriculum pairs (as many of their epochs as that takes), put in front of the data's first
+    # epoch, so the loop, resume and the step count need nothing else.
+    lead = []
+    if cfg.curriculum_steps:
+        lead_examples, _ = build_examples(lead_pairs, tokenizer, cfg.seq_len, **fmt)
+        if not lead_examples:
+            raise MensError("no curriculum pair has a supervised token left", str(cfg.curriculum_data),
+                            "check the file against --seq-len")
+        need, epoch = cfg.curriculum_steps * window, 0
+        while len(lead) < need:
+            lead += epoch_batches(lead_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+            epoch += 1
+        lead = lead[:need]
+
+    def batches_of(epoch: int):
+        main = epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+        return lead + main if epoch == 0 else main
+
     if cfg.max_steps:
         total_steps = cfg.max_steps
     else:
@@ -278,8 +296,24 @@ def warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
 
 def build_scheduler(cfg: TrainConfig, optimizer, total_steps: int):
     """transformers' own schedule of that name (`get_scheduler`): cosine (decay to 0), linear,
-    constant (no warmup, as in transformers) or constant_with_warmup, after a linear warmup."""
+    constant (no warmup, as in transformers) or constant_with_warmup, after a linear warmup.
+    With a curriculum, its steps run first at the constant `curriculum_lr` (after the warmup) and
+    the named schedule, warmup included, covers the steps after them: a copy mechanism forms at a
+    low rate that the code which follows learns too slowly at (docs/performance.md)."""
+    from torch.optim.lr_scheduler import LambdaLR
     from transformers import get_scheduler
 
-    return get_scheduler(cfg.lr_scheduler_type, optimizer, num_warmup_steps=warmup_steps(cfg, total_steps),
-                         num_training_steps=total_steps)
+    lead = cfg.curriculum_steps
+    main = get_scheduler(cfg.lr_scheduler_type, optimizer, num_warmup_steps=warmup_steps(cfg, total_steps - lead),
+                         num_training_steps=total_steps - lead)
+    if not lead:
+        return main
+    after, warm = main.lr_lambdas[0], warmup_steps(cfg, lead)
+    scale = (cfg.curriculum_lr or cfg.lr) / cfg.lr
+
+    def factor(step: int) -> float:
+        if step < lead:
+            return scale * (step / warm if step < warm else 1.0)
+        return after(step - lead)
+
+    return LambdaLR(optimizer, factor)

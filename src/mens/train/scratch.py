@@ -186,15 +186,18 @@ def train_bpe_tokenizer(texts, vocab_size: int):
     return fast
 
 
-def training_texts(data_dir: str | Path | None, raw_text: str | Path | None = None):
+def training_texts(data_dir: str | Path | None, raw_text: str | Path | None = None,
+                   curriculum_data: str | Path | None = None):
     """The text a run trains on, for learning its tokenizer: every message of the training and
     validation pairs that `--data-dir` names (a folder's train.jsonl/val.jsonl or the training
-    file itself, in any row format `mens.formats` reads: read as training reads them), then the
-    files under `raw_text`."""
+    file itself, in any row format `mens.formats` reads: read as training reads them), then those
+    of `--curriculum-data`, then the files under `raw_text`."""
     from mens.train.preflight import check_data
 
-    if data_dir is not None:
-        _, pairs, val_pairs, _ = check_data(str(data_dir), lenient=True)
+    for where, flag in ((data_dir, "--data-dir"), (curriculum_data, "--curriculum-data")):
+        if where is None:
+            continue
+        _, pairs, val_pairs, _ = check_data(str(where), lenient=True, flag=flag)
         for pair in [*pairs, *(val_pairs or [])]:
             texts = [m.get("content") for m in pair.messages if isinstance(m, dict)] if pair.messages \
                 else [pair.system, pair.prompt, pair.response, pair.text]

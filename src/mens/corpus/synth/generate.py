@@ -1,7 +1,7 @@
 """`mens generate-data`: synthetic Vox programs with natural-language prompts.
 
     generate(limit, seed, *, stats=None, pack=None) -> Iterator[Pair]   # parse-checked, deduped
-    generate_data(out, *, limit, seed=0) -> Report                      # the command: pairs + report
+    generate_data(out, *, limit, seed=0, kind="programs") -> Report    # the command: pairs + report
     write_vox_tree(out_dir, n_files, seed) -> int                       # .vox files for bench/corpus_speed
     drafts(seed) -> Iterator[(template, Draft, prompt, domain)]        # unchecked, for the oracle script
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from mens.corpus.report import Report
+from mens.corpus.synth.drills import copy_drills
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RENAME_ASKS, RESERVED, pseudo_name
@@ -275,22 +276,32 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
     return written
 
 
-def generate_data(out: str | Path, *, limit: int, seed: int = 0) -> Report:
-    """`mens generate-data`: `limit` pairs from `generate` to a JSONL file, with a report."""
+KINDS = ("programs", "copy-drills")
+
+
+def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs") -> Report:
+    """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
+    `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum."""
     if limit <= 0:
         raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
+    if kind not in KINDS:
+        raise MensError(f"unknown --kind {kind!r}", "generate-data", f"pass one of {', '.join(KINDS)}")
     stats = SynthStats()
     report = Report("generate", str(out))
     pack = get_pack("vox")
+    pairs = generate(limit, seed, stats=stats, pack=pack) if kind == "programs" else copy_drills(limit, seed)
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
         with tmp.open("w", encoding="utf-8") as fh:
-            for pair in generate(limit, seed, stats=stats, pack=pack):
+            for pair in pairs:
                 fh.write(json.dumps(pair.to_dict(), ensure_ascii=False) + "\n")
                 bar.advance()
+    if kind == "copy-drills":
+        stats.kept = stats.drafts = limit
     report.counts.update(pairs=stats.kept, drafts=stats.drafts)
     report.dropped.update(parse_error=stats.parse_failures, duplicate=stats.duplicates)
     report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
     report.extra["synth"] = stats.to_dict()
-    report.fingerprint = fingerprint_block({}, {"limit": limit, "seed": seed}, [pack])
+    params = {"limit": limit, "seed": seed} if kind == "programs" else {"limit": limit, "seed": seed, "kind": kind}
+    report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
     return report
