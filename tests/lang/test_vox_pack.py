@@ -1,6 +1,7 @@
 """The Vox pack behind the LanguagePack interface: metadata, hashes, viable prefixes, docs,
 and hypothesis properties (never crashes, linear time)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -76,6 +77,12 @@ def test_viable_prefix():
     assert PACK.viable_prefix(src)
     assert not PACK.viable_prefix("fn f() { return (1 +\n")
     assert not PACK.viable_prefix("@server fn s() {")
+    # A string left open at the end: viable only where a string may stand once it is closed.
+    assert PACK.viable_prefix('fn f() {\n    log("unfinished')
+    assert not PACK.viable_prefix('type T {\n    start "unfinished')
+    assert not PACK.viable_prefix('fn f("unfinished')
+    # A name on its way that is a keyword so far (`is` of `is_leap`, `to` of `total`).
+    assert PACK.viable_prefix("fn is") and PACK.viable_prefix("fn f() {\n    let mut to")
 
 
 # ------------------------------------------------------------------ properties
@@ -117,6 +124,14 @@ def test_mutated_programs_never_crash(src, at, cut, word):
     assert a.ok == (a.error is None)
     if a.error is not None:
         assert 1 <= a.error.line <= mutated.count("\n") + 1
+
+
+def test_every_prefix_of_a_bench_reference_checks_without_crashing():
+    # `let t = @cancellable` at the end once raised IndexError (the lambda read past EOF).
+    for line in (REPO / "examples/bench/vox_heldout.jsonl").read_text().splitlines():
+        src = json.loads(line)["reference"]
+        for cut in range(len(src) + 1):
+            PACK.viable_prefix(src[:cut])
 
 
 def test_prefixes_of_valid_programs_are_viable():

@@ -294,11 +294,15 @@ def test_a_replacement_token_never_opens_a_string_or_comment(tiny_model_dir):
     ids = {piece: i for i, piece in enumerate(chooser.pieces)}
     text = '```vox\n@mcp.resource("a://b", "All rows"'
     newline, quote, comment, close = ids["\n"], ids['"'], ids["//"] if "//" in ids else ids["/"], ids[")"]
-    assert not chooser.constraint.allows(text + "\n") and chooser.constraint.allows(text + '"')
+    # No second string may follow the description; after the comma a string may stand.
+    at_arg = '```vox\n@mcp.resource("a://b", '
+    assert not chooser.constraint.allows(text + "\n") and not chooser.constraint.allows(text + '"')
+    assert chooser.constraint.allows(at_arg + '"') and not chooser.constraint.allows(at_arg + "\n")
     probs = torch.full((len(tok),), 1e-6)
     probs[newline], probs[quote], probs[comment], probs[close] = 0.5, 0.3, 0.15, 0.05
     assert chooser.choose(text, [], newline, None, probs) == close    # the bridge: `)` lets "\n" follow
-    assert chooser.choose(text, [], quote, None, probs) == quote      # the model's own choice stands
+    assert chooser.choose(at_arg, [], quote, None, probs) == quote    # the model's own choice stands
+    assert chooser.choose(at_arg, [], newline, None, probs) not in (quote, comment)  # a replacement never opens one
     probs[close] = 1e-6                                               # no bridge among the top tokens:
     space = ids[" "]
     probs[space] = 0.2

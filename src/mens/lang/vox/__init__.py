@@ -43,6 +43,13 @@ def _open_string(lx: Lexed) -> str | None:
     return None
 
 
+def _quote_closing(lx: Lexed) -> str:
+    """What closes the string the text ends in: its quote, after a backslash where the text
+    ends in an odd run of them (which would escape the quote)."""
+    odd_backslashes = (len(lx.text) - len(lx.text.rstrip("\\"))) % 2
+    return "\\" * odd_backslashes + lx.text[lx.open_strings[-1]]
+
+
 def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
     out = []
     for off in lx.dropped:
@@ -62,6 +69,8 @@ def _completions(text: str, limit: int = 8) -> list[str]:
         m = _PARTIAL_WORD.search(text)
         if m:
             out += [w[len(m.group()):] for w in _WORDS if w.startswith(m.group()) and w != m.group()]
+            if m.group() in _WORDS:  # a name on its way that is a keyword so far: `fn is` of `is_leap`
+                out.insert(0, "_")
         elif text and text[-1] in _OPERATOR_TAILS:
             out += list(_OPERATOR_TAILS[text[-1]])
     return out[:limit]
@@ -99,7 +108,14 @@ class VoxPack(LanguagePack):
 
     def viable_prefix(self, text: str) -> bool:
         """True when `text` parses, fails only because it ended, or ends in a word, decorator or
-        operator still being typed (`@endp`, `kind: que`, `=` of `=>`) whose completion would."""
+        operator still being typed (`@endp`, `kind: que`, `=` of `=>`) whose completion would;
+        ending in an open string, when the string closed would."""
+        lx = Lexed(text)
+        if _open_string(lx) is not None:
+            # The lexer drops a string left open at the end, so the parser never sees it: close
+            # it and ask whether a string may stand there at all (not after `type T { start`).
+            err = self.check(text + _quote_closing(lx))
+            return err is None or "end of input" in err.message
         err = self.check(text)
         if err is None or "end of input" in err.message:
             return True
@@ -125,8 +141,7 @@ class VoxPack(LanguagePack):
         lx = Lexed(text)
         suffix = ""
         if _open_string(lx) is not None:
-            odd_backslashes = (len(text) - len(text.rstrip("\\"))) % 2
-            suffix = "\\" * odd_backslashes + text[lx.open_strings[-1]]
+            suffix = _quote_closing(lx)
         stack: list[str] = []
         for kind in lx.kinds:
             if kind in _CLOSER:

@@ -446,8 +446,9 @@ class ExprParser:
         k = self.k
         i0 = self.i
         cancellable = k[i0] == "@cancellable"
-        if cancellable:
-            # The reference takes the token after @cancellable as its `fn` unseen.
+        if cancellable and k[self.i + 1] != "EOF":
+            # The reference takes the token after @cancellable as its `fn` unseen (at the end of
+            # the input it expects the '(' there).
             self.i += 1
         self.i += 1
         if k[self.i] in NAME:
