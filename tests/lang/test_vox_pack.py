@@ -83,6 +83,8 @@ def test_viable_prefix():
     assert not PACK.viable_prefix('fn f("unfinished')
     # A name on its way that is a keyword so far (`is` of `is_leap`, `to` of `total`).
     assert PACK.viable_prefix("fn is") and PACK.viable_prefix("fn f() {\n    let mut to")
+    assert PACK.viable_prefix("import react Spark") and PACK.viable_prefix("import react Sparkline from")
+    assert not PACK.viable_prefix("import react Sparkline\n")     # as the reference: `Sparkline` is stray
 
 
 # ------------------------------------------------------------------ properties
@@ -126,12 +128,14 @@ def test_mutated_programs_never_crash(src, at, cut, word):
         assert 1 <= a.error.line <= mutated.count("\n") + 1
 
 
-def test_every_prefix_of_a_bench_reference_checks_without_crashing():
-    # `let t = @cancellable` at the end once raised IndexError (the lambda read past EOF).
+def test_every_prefix_of_a_bench_reference_is_viable():
+    # What grammar mode needs to let a model write these answers token by token. Once not so:
+    # `import react Spark` (the reference reads `Spark` as a stray token, so the prefix failed
+    # before its end), `on go f` of `from` (only 8 completions were tried), `fn is` of
+    # `is_leap`; and `let t = @cancellable` at the end raised IndexError.
     for line in (REPO / "examples/bench/vox_heldout.jsonl").read_text().splitlines():
         src = json.loads(line)["reference"]
-        for cut in range(len(src) + 1):
-            PACK.viable_prefix(src[:cut])
+        assert [src[:cut] for cut in range(len(src) + 1) if not PACK.viable_prefix(src[:cut])] == []
 
 
 def test_prefixes_of_valid_programs_are_viable():

@@ -59,7 +59,7 @@ def _dropped_warnings(lx: Lexed) -> list[tuple[int, str]]:
     return out
 
 
-def _completions(text: str, limit: int = 8) -> list[str]:
+def _completions(text: str, limit: int = 16) -> list[str]:
     """Ways to finish the token `text` ends in, for viable_prefix."""
     out: list[str] = []
     m = _PARTIAL_DECO.search(text)

@@ -38,6 +38,16 @@ class DeclParser:
             # `react Name from "module"` (either quote); anything else after `react` is a path.
             self.i += 4
             return self.t[i + 1]
+        if (k[i] == "ID" and self.t[i] == "react" and k[i + 1] in ("ID", "TY") and (k[i + 2] == "EOF" or (
+                k[i + 2] == "ID" and self.t[i + 2] == "from" and k[i + 3] == "EOF"))):
+            # Cut off on its way to `react Name from "module"`: an error at the end of the input
+            # (on the same line as the reference's, which reads `Name` as a stray token), so a
+            # prefix of the import is viable.
+            if k[i + 2] == "EOF":
+                self.i = i + 2
+                self.fail("'from \"module\"' after 'import react Name'")
+            self.i = i + 3
+            self.fail("a module string after 'from'")
         if k[i] == "ID" and self.t[i] == "rust" and k[i + 1] == ":":
             self.i += 2
             if k[self.i] not in ("ID", "TY"):
