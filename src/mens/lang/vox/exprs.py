@@ -447,8 +447,7 @@ class ExprParser:
         i0 = self.i
         cancellable = k[i0] == "@cancellable"
         if cancellable and k[self.i + 1] != "EOF":
-            # The reference takes the token after @cancellable as its `fn` unseen (at the end of
-            # the input it expects the '(' there).
+            # The reference takes the token after @cancellable as its `fn` unseen (not EOF).
             self.i += 1
         self.i += 1
         if k[self.i] in NAME:
