@@ -5,6 +5,7 @@ and returns a few key figures for the summary table.
 Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
 
     corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
+           copy_drills.jsonl (with generate_data.copy_drills: a scratch base's curriculum)
     data/train.jsonl (+ mix report)  eval_results.json
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
