@@ -110,20 +110,18 @@ class VoxPack(LanguagePack):
         """True when `text` parses, fails only because it ended, or ends in a word, decorator or
         operator still being typed (`@endp`, `kind: que`, `=` of `=>`) whose completion would;
         ending in an open string, when the string closed would."""
-        lx = Lexed(text)
-        if _open_string(lx) is not None:
+        def unfinished_at_most(candidate: str) -> bool:   # the parse alone, not analyze()'s extras
+            err = _parsed(candidate, False)[1]
+            return err is None or "end of input" in err.message
+
+        parser, err = _parsed(text, False)
+        if parser is not None and _open_string(parser.lx) is not None:
             # The lexer drops a string left open at the end, so the parser never sees it: close
             # it and ask whether a string may stand there at all (not after `type T { start`).
-            err = self.check(text + _quote_closing(lx))
-            return err is None or "end of input" in err.message
-        err = self.check(text)
+            return unfinished_at_most(text + _quote_closing(parser.lx))
         if err is None or "end of input" in err.message:
             return True
-        for rest in _completions(text):
-            err = self.check(text + rest)
-            if err is None or "end of input" in err.message:
-                return True
-        return False
+        return any(unfinished_at_most(text + rest) for rest in _completions(text))
 
     def free_text_at_end(self, text: str) -> str | None:
         lx = Lexed(text)
