@@ -290,17 +290,19 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     report = Report("generate", str(out))
     pack = get_pack("vox")
     pairs = generate(limit, seed, stats=stats, pack=pack) if kind == "programs" else copy_drills(limit, seed)
+    written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
         with tmp.open("w", encoding="utf-8") as fh:
             for pair in pairs:
                 fh.write(json.dumps(pair.to_dict(), ensure_ascii=False) + "\n")
+                written += 1
                 bar.advance()
-    if kind == "copy-drills":
-        stats.kept = stats.drafts = limit
-    report.counts.update(pairs=stats.kept, drafts=stats.drafts)
+    # Drills are not drafted and checked: each one made is written.
+    report.counts.update(pairs=written, drafts=stats.drafts if kind == "programs" else written)
     report.dropped.update(parse_error=stats.parse_failures, duplicate=stats.duplicates)
     report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
-    report.extra["synth"] = stats.to_dict()
+    if kind == "programs":  # the templates' drafting; drills have none
+        report.extra["synth"] = stats.to_dict()
     params = {"limit": limit, "seed": seed} if kind == "programs" else {"limit": limit, "seed": seed, "kind": kind}
     report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
