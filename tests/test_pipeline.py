@@ -257,14 +257,14 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     """The bench curves of the scratch and fine-tune stages cap answers at the bench stage's
     max_new_tokens (they once used 128 against the stage's 200, so the curve read ~10 points low)."""
     from mens.pipeline.runner import Context
-    from mens.pipeline.stages import _scratch_params, _train_params
+    from mens.pipeline.training import scratch_params, train_params
 
     config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
     ctx = Context(config=config, base_dir=EXAMPLES, work=tmp_path / "work")
     want = config["bench"]["max_new_tokens"]
-    assert _scratch_params(ctx)["bench_max_new_tokens"] == want == _train_params(ctx)["bench_max_new_tokens"]
+    assert scratch_params(ctx)["bench_max_new_tokens"] == want == train_params(ctx)["bench_max_new_tokens"]
     config["train"]["bench_max_new_tokens"] = 64  # an explicit value wins
-    assert _train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
+    assert train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
 
 
 def test_copy_drills_feed_the_scratch_base_as_its_curriculum(project, run_cli):

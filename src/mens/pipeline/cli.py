@@ -66,7 +66,7 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
             detail = f"{format_figures(o.figures)} — {o.error}"
         table.add_row(o.name, f"[{styles[o.status]}]{o.status}[/]", f"{o.seconds:.1f}s" if o.seconds else "—", detail)
     console.print(table)
-    from mens.pipeline.stages import final_run
+    from mens.pipeline.judging import final_run
 
     run = final_run(ctx)  # rl/ or dpo/ when those stages are on
     quality = None if dry_run else quality_line(run / "benchmark_results.json")

@@ -76,6 +76,10 @@ class Context:
         p = Path(os.path.expanduser(text))
         return p if p.is_absolute() else (self.base_dir / p)
 
+    def work_file(self, *parts: str) -> Path:
+        """A path under the work dir, e.g. `work_file("corpus", "units.jsonl")`."""
+        return self.work.joinpath(*parts)
+
 
 @dataclass
 class StageOutcome:

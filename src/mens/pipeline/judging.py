@@ -1,0 +1,119 @@
+"""The judging stages of `mens pipeline` — bench, gate, card, report — and which run they judge:
+the last training stage's (`final_run`), against the model its fine-tune started from
+(`base_source`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mens.errors import GateFailure
+from mens.pipeline.runner import Context
+
+# What later stages add to a run dir; the rest of it is the model (`model_files`).
+RESULT_FILES = {"benchmark_results.json", "gate_receipt.json", "eval_results.json", "MODEL_CARD.md",
+                "report.html", "telemetry.jsonl"}
+
+
+def model_files(run: Path) -> list[Path]:
+    """What a run's model is made of (not the results later stages add to the run dir)."""
+    if not run.is_dir():
+        return [run]
+    return sorted(f for f in run.iterdir() if f.is_file() and f.name not in RESULT_FILES and not f.name.startswith("."))
+
+
+def base_source(ctx: Context) -> str:
+    """The model the fine-tune starts from: --model, else the scratch base."""
+    return ctx.model if ctx.model else str(ctx.work_file("base"))
+
+
+def final_run(ctx: Context) -> Path:
+    """The run bench, gate, card and report judge: the last training stage's."""
+    return next((ctx.work_file(n) for n in ("rl", "dpo") if n in ctx.config), ctx.work_file("run"))
+
+
+def bench_params(ctx: Context) -> dict[str, Any]:
+    sec = ctx.section("bench")
+    return {"k": int(sec.get("k", 1)), "samples": sec.get("samples"), "temperature": float(sec.get("temperature", 0.0)),
+            "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
+            "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
+            "path": str(sec.get("path", "bench")), "grammar": sec.get("grammar") or None,
+            "compare_base": bool(sec.get("compare_base", True))}
+
+
+def held_out(ctx: Context) -> Path | None:
+    bench = ctx.path(bench_params(ctx)["path"])
+    return bench if bench.exists() else None
+
+
+# The figures of a bench run that the results document repeats for the grammar and base runs.
+_RATES = ("n_tasks", "pass_at_1", "pass_at_k", "parse_rate", "semantic_pass_rate", "anti_stub_rate")
+
+
+def stage_bench(ctx: Context) -> dict[str, Any]:
+    """The held-out bench on the fine-tuned run; with `bench.grammar` also in grammar mode, and
+    with `bench.compare_base` (default) also on the model the fine-tune started from, so a gate
+    can refuse a fine-tune that made the base worse (`bench.vs_base.*_drop`)."""
+    from mens.evaluate.bench import run_bench
+    from mens.records import write_json_atomic
+
+    p = bench_params(ctx)
+    opts = dict(k=p["k"], n=p["samples"], temperature=p["temperature"], seed=p["seed"], limit=p["limit"],
+                max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"])
+    bench = ctx.path(p["path"])
+    res = run_bench(final_run(ctx), bench, **opts,
+                    train_data=[t for t in [ctx.work_file("data", "train.jsonl")] if t.is_file()])
+    figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
+    if p["grammar"]:
+        constrained = run_bench(final_run(ctx), bench, **opts, grammar=p["grammar"])
+        res["grammar"] = {"lang": p["grammar"], **{k: constrained[k] for k in _RATES}}
+        figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
+    if p["compare_base"]:
+        base = run_bench(base_source(ctx), bench, **opts)
+        res["base"] = {"model": base_source(ctx), **{k: base[k] for k in _RATES}}
+        res["vs_base"] = {"pass_at_1_drop": base["pass_at_1"] - res["pass_at_1"],
+                          "parse_rate_drop": base["parse_rate"] - res["parse_rate"]}
+        figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
+    res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
+    write_json_atomic(final_run(ctx) / "benchmark_results.json", res)
+    if res.get("contamination", {}).get("contaminated"):
+        figures["contaminated"] = len(res["contamination"]["contaminated"])
+    return figures
+
+
+def policy(ctx: Context) -> Path:
+    return ctx.path(ctx.section("gate").get("policy", "gates.yaml"))
+
+
+def stage_gate(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.gates import run_gates
+    from mens.records import atomic_path
+
+    run = final_run(ctx)
+    # The run dir carries its own eval results, so gate, card and report read one folder.
+    with atomic_path(run / "eval_results.json") as tmp:
+        shutil.copyfile(ctx.work_file("data", "eval_results.json"), tmp)
+    receipt = run_gates(run, policy(ctx))
+    figures = {"passed": receipt["passed"], "warnings": len(receipt["warnings"])}
+    if not receipt["passed"]:
+        exc = GateFailure(f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")
+        exc.figures = figures
+        raise exc
+    return figures
+
+
+def stage_card(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.card import write_card
+
+    return {"card": str(write_card(final_run(ctx)))}
+
+
+def stage_report(ctx: Context) -> dict[str, Any]:
+    from mens.evaluate.report import write_report
+
+    return {"report": str(write_report(final_run(ctx)))}
+
+
+def run_results(ctx: Context, *names: str) -> list[Path]:
+    return [final_run(ctx) / n for n in names]
