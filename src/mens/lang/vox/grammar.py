@@ -20,6 +20,9 @@ BINARY = {"|>": 1, "or": 3, "and": 5, "with": 5, "is": 7, "isnt": 7, "==": 7, "!
 POSTFIX = frozenset(("(", ".", "["))
 ASSIGN = frozenset(("=", "+=", "-=", "*=", "/="))
 LITERAL = frozenset(("INT", "FLOAT", "DEC", "STR", "SSTR"))
+# Tokens that can start an expression: `exprs.PRIMARY`'s keys (checked there), literals, names, prefix ops.
+EXPR_START = frozenset(("true", "false", "(", "[", "{", "if", "match", "for", "fn", "@cancellable", "spawn",
+                        "side_effect", "workflow", "env", "to", "http")) | LITERAL | {"ID", "TY", "not", "-"}
 NO_RETURN_VALUE = frozenset(("NL", "}", "EOF"))
 
 FN_DECO_BARE = frozenset("@pure @reactive @remote @deprecated @fuzz @native @training_step".split())

@@ -26,12 +26,13 @@ from mens.lang.vox.grammar import (AI_DECOS, DECL_WORDS, FN_DECO, FN_DECO_BALANC
                                    FN_DECO_EXPR, FN_DECO_ITEMS, NAME, RETIRED_DECORATORS,
                                    RETIRED_FORMS, SCRIPT_DECL, VoxParseError, _describe)
 from mens.lang.vox.lexer import Lexed
+from mens.lang.vox.stmts import StmtParser
 from mens.lang.vox.ui import UIParser
 
 __all__ = ["Parser", "VoxParseError", "parse", "gc_paused"]
 
 
-class Parser(DecoratorParser, DeclParser, ConfigParser, UIParser, ExprParser):
+class Parser(DecoratorParser, DeclParser, ConfigParser, UIParser, StmtParser, ExprParser):
     def __init__(self, text: str, script: bool = False):
         lx = Lexed(text)
         self.lx, self.text, self.script = lx, text, script
