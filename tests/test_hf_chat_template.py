@@ -24,7 +24,7 @@ def _base_tokenizer():
 def test_chatml_adds_missing_markers_and_grows_embeddings():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from mens.hf import CHATML_TEMPLATE, fit_embeddings, set_chat_template, stop_token_ids
+    from mens.chat_template import CHATML_TEMPLATE, fit_embeddings, set_chat_template, stop_token_ids
 
     tok = _base_tokenizer()
     assert len(tok.encode("<|im_end|>")) > 1                 # today: split into pieces
@@ -42,7 +42,7 @@ def test_chatml_adds_missing_markers_and_grows_embeddings():
 def test_template_file_and_unknown_name(tmp_path, tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 
-    from mens.hf import set_chat_template
+    from mens.chat_template import set_chat_template
 
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
     path = tmp_path / "t.jinja"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import warnings
 from pathlib import Path
-from typing import Any
 
 from mens.errors import MensError
 from mens.hf import (adapter_base, check_source, is_adapter_run, is_nf4, load_causal_lm, load_tokenizer,
@@ -130,7 +129,7 @@ def load_peft(model, run: str | Path, adapter_name: str = "default"):
 def fit_run_embeddings(model, run: str | Path) -> bool:
     """Grow `model`'s embeddings to the size of `run`'s tokenizer (when the run saved one and it
     is larger), new rows as training grew them. True when they grew."""
-    from mens.hf import fit_embeddings
+    from mens.chat_template import fit_embeddings
 
     tokenizer = _run_tokenizer(run)
     return tokenizer is not None and fit_embeddings(model, tokenizer)

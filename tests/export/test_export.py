@@ -106,7 +106,8 @@ def _gguf_logits(llama_cpp, path, ids):
 
 
 def _prompt_ids(model_dir):
-    from mens.hf import chat_prompt, load_tokenizer
+    from mens.chat_template import chat_prompt
+    from mens.hf import load_tokenizer
 
     tok = load_tokenizer(model_dir)
     return tok, tok(chat_prompt(tok, PROMPT_USER), add_special_tokens=False).input_ids

@@ -26,7 +26,7 @@ def _logits_margin(model, tokenizer):
     """log p(chosen) − log p(rejected) under `model`, summed over the answer tokens."""
     import torch
 
-    from mens.hf import chat_prompt
+    from mens.chat_template import chat_prompt
 
     prompt = chat_prompt(tokenizer, "Write a Vox function number 0 that adds two ints.")
     out = []

@@ -123,7 +123,7 @@ def tok(tiny_tokenizer_dir):
     """The tiny tokenizer with mens's ChatML template (the one `mens train` gives a base without one)."""
     from transformers import AutoTokenizer
 
-    from mens.hf import CHATML_TEMPLATE
+    from mens.chat_template import CHATML_TEMPLATE
 
     t = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
     t.chat_template = CHATML_TEMPLATE

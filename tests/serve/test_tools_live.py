@@ -26,7 +26,7 @@ def tool_server(tiny_model_dir, tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mens.hf import CHATML_TEMPLATE
+    from mens.chat_template import CHATML_TEMPLATE
     from mens.records import Pair
     from mens.serve.app import build_server
     from mens.train.data import encode_pair

@@ -65,7 +65,7 @@ def test_lora_run_adds_the_end_token_and_trains_its_rows(plain_base, lora_run):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mens.hf import stop_token_ids
+    from mens.chat_template import stop_token_ids
     from mens.inference import load_model
 
     base_tok = AutoTokenizer.from_pretrained(plain_base)
@@ -100,7 +100,7 @@ def test_lora_run_adds_the_end_token_and_trains_its_rows(plain_base, lora_run):
 @pytest.mark.parametrize("which", ["lora", "full"])
 def test_generation_stops_at_the_new_end_token(which, lora_run, full_run):
     from mens.evaluate.bench import generate
-    from mens.hf import chat_prompt, stop_token_ids
+    from mens.chat_template import chat_prompt, stop_token_ids
     from mens.inference import load_model
     from mens.serve.engine import Engine, Request, Sampling
 

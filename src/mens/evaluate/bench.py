@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
-from mens.hf import chat_prompt, stop_token_ids
+from mens.chat_template import chat_prompt, stop_token_ids
 from mens.lang.base import extract_code, has_fence
 from mens.records import iter_jsonl, write_json_atomic
 

@@ -92,7 +92,8 @@ def _stop_tokens(model_dir: Path) -> tuple[list[int], list[str], object]:
 
     from transformers import GenerationConfig
 
-    from mens.hf import load_tokenizer, stop_token_ids
+    from mens.chat_template import stop_token_ids
+    from mens.hf import load_tokenizer
 
     tok = load_tokenizer(model_dir)
     try:

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.hf import (CHATML_TEMPLATE, adapter_base, generation_config, is_adapter_run, is_nf4, load_causal_lm,
-                     load_tokenizer, read_manifest, torch_dtype)
+from mens.chat_template import CHATML_TEMPLATE, generation_config
+from mens.hf import adapter_base, is_adapter_run, is_nf4, load_causal_lm, load_tokenizer, read_manifest, torch_dtype
 from mens.inference import load_peft
 from mens.progress import say
 from mens.records import atomic_path, write_json_atomic

@@ -139,9 +139,9 @@ def _eval(ctx: Context) -> dict[str, Any]:
 # The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
 # stages' reports carry fingerprint blocks, so the fingerprint module is part of their code.
 _CORPUS = ("mens.corpus", "mens.records", "mens.pipeline.fingerprint")
-_TRAIN = ("mens.train", "mens.records", "mens.hf")
+_TRAIN = ("mens.train", "mens.records", "mens.hf", "mens.chat_template")
 _EVALUATE = ("mens.evaluate",)
-_RL = ("mens.rl", "mens.hf", "mens.records")
+_RL = ("mens.rl", "mens.hf", "mens.chat_template", "mens.records")
 
 
 
@@ -184,7 +184,7 @@ STAGES: list[Stage] = [
           packs=_all_packs, code=_RL + ("mens.evaluate",), help="GRPO with the language pack's rewards"),
     Stage("bench", inputs=lambda c: [*model_files(final_run(c)), c.path(bench_params(c)["path"]), *base_inputs(c)],
           outputs=lambda c: run_results(c, "benchmark_results.json"), run=stage_bench, params=bench_params,
-          packs=_all_packs, code=_EVALUATE + ("mens.inference", "mens.hf"), help="held-out bench pass@k"),
+          packs=_all_packs, code=_EVALUATE + ("mens.inference", "mens.hf", "mens.chat_template"), help="held-out bench pass@k"),
     Stage("gate", inputs=lambda c: [c.work_file("data", "eval_results.json"), policy(c),
                                     *run_results(c, "training_manifest.json", "telemetry.jsonl",
                                                  "benchmark_results.json")],

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
-from mens.hf import (adapter_base, ensure_chat_template, generation_config, is_adapter_run, load_tokenizer,
-                     resolve_base)
+from mens.chat_template import ensure_chat_template, generation_config
+from mens.hf import adapter_base, is_adapter_run, load_tokenizer, resolve_base
 
 CHECKPOINTS = "trl-checkpoints"
 

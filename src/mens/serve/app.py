@@ -333,7 +333,7 @@ def build_server(model_or_run: str, *, adapters: dict[str, str] | None = None, n
                  grammar: str | None = None, device: str = "auto", dtype: str | None = None,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_prompt_tokens: int | None = None):
     """Load the model (and adapters), start the engine, build the app → (app, engine)."""
-    from mens.hf import ensure_chat_template
+    from mens.chat_template import ensure_chat_template
     from mens.serve.preflight import load_checked
 
     constraint = None

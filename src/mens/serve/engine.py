@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from mens.hf import stop_token_ids
+from mens.chat_template import stop_token_ids
 from mens.progress import say
 
 

@@ -184,7 +184,7 @@ class GGUFTokenizer:
     template renderer as `apply_chat_template` does."""
 
     def __init__(self, model: GGUFModel):
-        from mens.hf import CHATML_TEMPLATE
+        from mens.chat_template import CHATML_TEMPLATE
 
         self.model = model
         self.chat_template = model.meta("tokenizer.chat_template") or CHATML_TEMPLATE

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mens.errors import MensError
-from mens.hf import (NF4, BaseModelInfo, fit_embeddings, load_causal_lm, load_tokenizer, max_positions, resolve_base,
-                     set_chat_template)
+from mens.chat_template import fit_embeddings, set_chat_template
+from mens.hf import NF4, BaseModelInfo, load_causal_lm, load_tokenizer, max_positions, resolve_base
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
     added (one id each). Without the setting the data keep the tokenizer's own template (ChatML
     when it has none: mens.train.data), and a base whose vocabulary lacks ChatML's markers is
     warned about, since they would be split into pieces that never end a generation."""
-    from mens.hf import CHATML_TEMPLATE, template_special_tokens
+    from mens.chat_template import CHATML_TEMPLATE, template_special_tokens
     from mens.progress import say
 
     if cfg.chat_template:

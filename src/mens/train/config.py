@@ -184,7 +184,7 @@ class TrainConfig:
         if self.ce_last_k is not None and self.ce_last_k < 1:
             raise bad(f"ce_last_k must be >= 1, got {self.ce_last_k}", "drop --ce-last-k or make it positive")
         if self.chat_template is not None:  # an unknown name or a missing file: before any model loads
-            from mens.hf import resolve_chat_template
+            from mens.chat_template import resolve_chat_template
 
             resolve_chat_template(self.chat_template, "--chat-template")
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.hf import ensure_chat_template
+from mens.chat_template import ensure_chat_template
 from mens.records import Pair
 
 IGNORE = -100

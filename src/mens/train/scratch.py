@@ -157,7 +157,7 @@ def train_bpe_tokenizer(texts, vocab_size: int):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from mens.hf import CHATML_TEMPLATE
+    from mens.chat_template import CHATML_TEMPLATE
 
     if vocab_size < BPE_MIN_VOCAB:
         raise MensError(f"a byte-level BPE needs at least {BPE_MIN_VOCAB} ids, got {vocab_size}",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mens.hf import CHATML_TEMPLATE
+from mens.chat_template import CHATML_TEMPLATE
 
 PAD, UNK, EOS = "[PAD]", "[UNK]", "[EOS]"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
