@@ -44,7 +44,7 @@ def main() -> int:
     from mens.lang.vox import VoxPack, parse
     from mens.lang.vox.lexer import Lexed
     from mens.lang.vox.parser import gc_paused
-    from mens.records import write_json_atomic
+    from mens.files import write_json_atomic
 
     sources = [p.read_text(encoding="utf-8") for p in sorted(args.examples.rglob("*.vox"))]
     if not sources:

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from mens.errors import MensError
-from mens.records import Pair, read_pairs, write_jsonl_atomic
+from mens.files import write_jsonl_atomic
+from mens.records import Pair, read_pairs
 
 
 def test_aliases_and_unknown_keys_round_trip(tmp_path):

@@ -145,7 +145,7 @@ def _edge(command, source: str | None = None):
 
 def _outputs(*paths: tuple[Path | None, str]) -> None:
     """Every output (and the report beside it) can be written: checked before any work."""
-    from mens.records import check_output
+    from mens.files import check_output
 
     for path, flag in paths:
         if path is not None:

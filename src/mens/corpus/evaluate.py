@@ -30,7 +30,8 @@ from mens.corpus.safety import SAFETY_PATTERNS, row_flags, safety_flags  # noqa:
 from mens.corpus.validate import UnknownLang, default_pack, read_code
 from mens.errors import GateFailure, MensError
 from mens.progress import progress
-from mens.records import Pair, iter_jsonl, write_json_atomic
+from mens.files import write_json_atomic
+from mens.records import Pair, iter_jsonl
 
 SCHEMA = "mens.eval_results.v1"
 MAX_FAILURES = 50

@@ -29,7 +29,7 @@ from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
 from mens.lang import LanguagePack, builtin_names, get_pack
 from mens.progress import progress
-from mens.records import atomic_path
+from mens.files import atomic_path
 
 DOC_EXTENSIONS = (".md", ".markdown")
 SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}

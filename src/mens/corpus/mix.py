@@ -34,7 +34,8 @@ from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.progress import progress
 from mens.formats import FORMATS
-from mens.records import HUB_PREFIX, hub_dataset, iter_pairs, write_jsonl_atomic
+from mens.files import write_jsonl_atomic
+from mens.records import HUB_PREFIX, hub_dataset, iter_pairs
 
 RECORD_FORMATS = ("auto", *FORMATS)
 _SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format"}
@@ -70,7 +71,7 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
 
 def load_config(config_path: str | Path) -> MixConfig:
     """A mix.yaml → MixConfig; relative paths in it are relative to its folder."""
-    from mens.records import read_yaml
+    from mens.files import read_yaml
 
     path = Path(config_path)
     raw = read_yaml(path, "mix config", "give a mix.yaml (see docs/corpus.md)")

@@ -33,7 +33,8 @@ from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.progress import progress
-from mens.records import Pair, atomic_path
+from mens.files import atomic_path
+from mens.records import Pair
 
 MAX_MUTATE_CHARS = 4000   # error-correction pairs only for code up to this size
 MUTATION_TRIES = 6

@@ -24,7 +24,8 @@ from typing import Any
 from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.lang.base import extract_code
-from mens.records import iter_jsonl, write_jsonl_atomic
+from mens.files import write_jsonl_atomic
+from mens.records import iter_jsonl
 
 
 def _code_of(response: str) -> str:
@@ -172,7 +173,7 @@ def register(corpus) -> None:
 
 def _cmd(args) -> int:
     from mens.evaluate.checks import at_least, check_input_file
-    from mens.records import check_output
+    from mens.files import check_output
 
     if not args.pairs and not args.model:
         raise MensError("nothing to build from", "mens corpus prefs", "give pair files, or --model with --prompts")

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mens.records import write_json_atomic
+from mens.files import write_json_atomic
 
 MAX_EXAMPLES = 20  # drop examples kept per report, so reports stay small
 

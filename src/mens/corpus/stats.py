@@ -14,7 +14,8 @@ from typing import Any
 from mens.corpus.report import report_path
 from mens.errors import MensError
 from mens.progress import progress
-from mens.records import read_pairs, write_json_atomic
+from mens.files import write_json_atomic
+from mens.records import read_pairs
 
 BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 

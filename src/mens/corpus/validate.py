@@ -49,7 +49,8 @@ from mens.errors import GateFailure, MensError
 from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, pack_for_fence
 from mens.lang.base import has_fence
 from mens.progress import progress
-from mens.records import RESPONSE_MODES, Pair, atomic_path, iter_jsonl, write_jsonl_atomic
+from mens.files import atomic_path, write_jsonl_atomic
+from mens.records import RESPONSE_MODES, Pair, iter_jsonl
 
 SERIAL_BELOW = 4000  # rows; a pool costs more than it saves below this
 PROSE_LANES = ("docs_qa",)  # lanes whose rows explain: plain text there is prose, not code

@@ -26,7 +26,8 @@ from typing import Any
 from mens.errors import MensError
 from mens.chat_template import chat_prompt, stop_token_ids
 from mens.lang.base import extract_code, has_fence
-from mens.records import iter_jsonl, write_json_atomic
+from mens.files import write_json_atomic
+from mens.records import iter_jsonl
 
 # Placeholder markers a model writes instead of code. `...` is not Vox syntax (ranges are `..`),
 # and in Python it is the conventional "fill this in" body.

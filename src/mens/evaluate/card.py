@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
-from mens.records import write_text_atomic
+from mens.files import write_text_atomic
 
 CARD_NAME = "MODEL_CARD.md"
 

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.records import check_output
+from mens.files import check_output
 
 
 def at_least(value: int | None, low: int, flag: str) -> None:

@@ -75,7 +75,7 @@ def _gate(args) -> int:
     from mens.evaluate.gates import enforce, format_receipt, run_gates
 
     from mens.evaluate.checks import check_input_file, check_run
-    from mens.records import check_output
+    from mens.files import check_output
 
     check_run(args.run)
     overrides = {k: check_input_file(v, f"--{k}") for k, v in (("eval", args.eval), ("bench", args.bench)) if v}
@@ -111,7 +111,7 @@ def _decontaminate(args) -> int:
     from mens.errors import GateFailure
     from mens.evaluate.checks import check_input_file
     from mens.evaluate.contamination import find_contamination
-    from mens.records import check_output, write_json_atomic
+    from mens.files import check_output, write_json_atomic
 
     for path in args.data:
         check_input_file(path, "--data")
@@ -132,7 +132,7 @@ def _decontaminate(args) -> int:
 def _report(args) -> int:
     from mens.evaluate.checks import check_run
     from mens.evaluate.report import write_report
-    from mens.records import check_output
+    from mens.files import check_output
 
     check_run(args.run)
     check_output(args.output or args.run / "report.html", "-o")

@@ -32,7 +32,7 @@ from typing import Any
 
 from mens.errors import GateFailure, MensError
 from mens.evaluate.card import read_json
-from mens.records import write_json_atomic
+from mens.files import write_json_atomic
 
 RECEIPT_NAME = "gate_receipt.json"
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -63,7 +63,7 @@ class GateResult:
 
 def load_policy(path: str | Path) -> list[Gate]:
     """Read and check a gate policy; every mistake names the gate and what to fix."""
-    from mens.records import read_yaml
+    from mens.files import read_yaml
 
     path = Path(path)
     doc = read_yaml(path, "gate policy", "give a YAML file like examples/gates.yaml")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mens.errors import MensError
 from mens.evaluate.card import read_json
-from mens.records import write_text_atomic
+from mens.files import write_text_atomic
 
 W, H = 460, 240          # chart size in px
 PAD_L, PAD_R, PAD_T, PAD_B = 58, 14, 28, 36

@@ -20,7 +20,7 @@ from mens.chat_template import CHATML_TEMPLATE, generation_config
 from mens.hf import adapter_base, is_adapter_run, is_nf4, load_causal_lm, load_tokenizer, read_manifest, torch_dtype
 from mens.inference import load_peft
 from mens.progress import say
-from mens.records import atomic_path, write_json_atomic
+from mens.files import atomic_path, write_json_atomic
 
 __all__ = ["CHATML_TEMPLATE", "MergeReport", "format_report", "merge_run", "report_json"]
 PROBE_PROMPTS = (

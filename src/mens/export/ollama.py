@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mens.records import write_text_atomic
+from mens.files import write_text_atomic
 
 CHATML_GO_TEMPLATE = (
     "{{- if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"

@@ -167,7 +167,7 @@ def _first_line(err: BaseException) -> str:
 
 def push(source: str | Path, repo: str, *, private: bool = False, upstream_model_id: str | None = None,
          dry_run: str | Path | None = None) -> str:
-    from mens.records import atomic_path
+    from mens.files import atomic_path
 
     source = Path(source)
     dry = Path(dry_run) if dry_run else None

@@ -56,7 +56,7 @@ def stage_bench(ctx: Context) -> dict[str, Any]:
     with `bench.compare_base` (default) also on the model the fine-tune started from, so a gate
     can refuse a fine-tune that made the base worse (`bench.vs_base.*_drop`)."""
     from mens.evaluate.bench import run_bench
-    from mens.records import write_json_atomic
+    from mens.files import write_json_atomic
 
     p = bench_params(ctx)
     opts = dict(k=p["k"], n=p["samples"], temperature=p["temperature"], seed=p["seed"], limit=p["limit"],
@@ -88,7 +88,7 @@ def policy(ctx: Context) -> Path:
 
 def stage_gate(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.gates import run_gates
-    from mens.records import atomic_path
+    from mens.files import atomic_path
 
     run = final_run(ctx)
     # The run dir carries its own eval results, so gate, card and report read one folder.

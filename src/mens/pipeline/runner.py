@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from mens.errors import GateFailure, MensError
 from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
-from mens.records import write_json_atomic
+from mens.files import write_json_atomic
 
 STATE_NAME = "pipeline_state.json"
 
@@ -146,7 +146,7 @@ def save_state(work: Path, state: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- config
 
 def load_config(path: str | Path, model: str | None = None) -> Context:
-    from mens.records import read_yaml
+    from mens.files import read_yaml
 
     path = Path(path)
     config = read_yaml(path, "pipeline config", "give a YAML file like examples/pipeline.yaml") or {}

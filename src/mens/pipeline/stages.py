@@ -85,7 +85,7 @@ def _gen_outputs(ctx: Context) -> list[Path]:
 def _generate(ctx: Context) -> dict[str, Any]:
     from mens.corpus.synth.drills import copy_drills
     from mens.corpus.synth.generate import SynthStats, generate
-    from mens.records import write_jsonl_atomic
+    from mens.files import write_jsonl_atomic
 
     p = _gen_params(ctx)
     stats = SynthStats()
@@ -138,10 +138,10 @@ def _eval(ctx: Context) -> dict[str, Any]:
 
 # The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
 # stages' reports carry fingerprint blocks, so the fingerprint module is part of their code.
-_CORPUS = ("mens.corpus", "mens.records", "mens.pipeline.fingerprint")
-_TRAIN = ("mens.train", "mens.records", "mens.hf", "mens.chat_template")
+_CORPUS = ("mens.corpus", "mens.records", "mens.files", "mens.pipeline.fingerprint")
+_TRAIN = ("mens.train", "mens.records", "mens.files", "mens.hf", "mens.chat_template")
 _EVALUATE = ("mens.evaluate",)
-_RL = ("mens.rl", "mens.hf", "mens.chat_template", "mens.records")
+_RL = ("mens.rl", "mens.hf", "mens.chat_template", "mens.records", "mens.files")
 
 
 

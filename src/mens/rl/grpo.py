@@ -84,7 +84,7 @@ FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "num_generation
 
 def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions:
     """RlOptions from rl.yaml (keys = the field names), then the flags given (not None); checked."""
-    from mens.records import read_yaml
+    from mens.files import read_yaml
 
     data: dict[str, Any] = {}
     if path is not None:

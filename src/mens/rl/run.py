@@ -174,7 +174,7 @@ def save_run(run: Path, trainer, start: Start, *, method: str, data: Path, hyper
         return
     from mens.evaluate.card import write_card
     from mens.train.manifest import MANIFEST, Manifest, Results
-    from mens.records import write_json_atomic
+    from mens.files import write_json_atomic
 
     model = trainer.model
     if start.base is None:  # the start was an adapter run: the output is the merged model

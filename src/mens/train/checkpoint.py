@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mens.hf import first_line
-from mens.records import atomic_path
+from mens.files import atomic_path
 
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -155,7 +155,7 @@ RUN_OUTPUTS = ("training_manifest.json", "MODEL_CARD.md")
 def remove_run_leftovers(run_dir: str | Path) -> list[Path]:
     """Delete the temp files and folders a killed run left (`RUN/.save.*`, `RUN/checkpoints/
     .step-N.*.tmp`, manifest and card temps); the next run calls this before it writes."""
-    from mens.records import remove_leftovers
+    from mens.files import remove_leftovers
 
     run = Path(run_dir)
     gone = [p for name in RUN_OUTPUTS for p in remove_leftovers(run / name)]

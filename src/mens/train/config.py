@@ -277,7 +277,7 @@ _HINTS = typing.get_type_hints(TrainConfig)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    from mens.records import read_yaml
+    from mens.files import read_yaml
 
     data = read_yaml(path, "config file", "give a YAML file of TrainConfig fields (docs/training.md)") or {}
     if not isinstance(data, dict):

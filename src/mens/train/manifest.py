@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mens.records import write_json_atomic
+from mens.files import write_json_atomic
 
 SCHEMA = "mens.training_manifest.v1"
 MANIFEST = "training_manifest.json"

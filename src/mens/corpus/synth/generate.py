@@ -31,7 +31,8 @@ from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
 from mens.progress import progress
-from mens.records import Pair, atomic_path
+from mens.files import atomic_path
+from mens.records import Pair
 
 Template = Callable[[Ctx], Draft]
 
