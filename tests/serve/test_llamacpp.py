@@ -68,7 +68,7 @@ def llamacpp_server(gguf_run):
 @pytest.mark.slow
 def test_run_is_exported_once_beside_it(llamacpp_server, gguf_run, monkeypatch):
     from mens.export import export as export_module
-    from mens.serve.llamacpp_engine import resolve_gguf
+    from mens.serve.gguf_model import resolve_gguf
 
     cached = gguf_run.parent / f"{gguf_run.name}.f16.gguf"
     assert llamacpp_server.engine.gguf == cached and cached.is_file()

@@ -107,7 +107,8 @@ def _serve(args: argparse.Namespace) -> int:
     from mens.serve.preflight import bind, check_device, check_sources
 
     if args.engine == "llamacpp":
-        from mens.serve.llamacpp_engine import build_llamacpp_server, check_available, check_source
+        from mens.serve.gguf_model import check_source
+        from mens.serve.llamacpp_engine import build_llamacpp_server, check_available
 
         check_llamacpp_args(args, adapters)
         check_available()
