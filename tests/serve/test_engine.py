@@ -19,7 +19,7 @@ def engine(tiny_model_dir):
 
 
 def _submit(engine, prompt_ids, max_tokens):
-    from mens.serve.engine import Request, Sampling
+    from mens.serve.requests import Request, Sampling
 
     events, done = [], threading.Event()
 
@@ -61,7 +61,7 @@ def test_a_request_that_breaks_sampling_or_admission_fails_alone(engine):
     """Past the API's checks nothing a request carries can stop the engine: a max_tokens of None
     breaks sampling for its row only, a seed torch cannot take breaks admission for that request
     only, and a sink that raises just cancels its request."""
-    from mens.serve.engine import Request, Sampling
+    from mens.serve.requests import Request, Sampling
 
     tok = engine.tokenizer
     good_events, good_done = _submit(engine, tok("def").input_ids, 30)

@@ -71,7 +71,7 @@ def test_a_keyword_being_written_is_judged_by_the_code_before_it():
 
 
 def _run(engine, prompt, **sampling):
-    from mens.serve.engine import Request, Sampling
+    from mens.serve.requests import Request, Sampling
 
     out = {"text": "", "done": None}
 

@@ -222,7 +222,7 @@ def test_a_client_gone_frees_its_row(llamacpp_server):
     """A request whose client is gone (its sink fails) leaves the batch at the next step."""
     import time
 
-    from mens.serve.engine import Request, Sampling
+    from mens.serve.requests import Request, Sampling
 
     engine = llamacpp_server.engine
     before = engine.snapshot()

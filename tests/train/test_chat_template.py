@@ -102,7 +102,8 @@ def test_generation_stops_at_the_new_end_token(which, lora_run, full_run):
     from mens.evaluate.bench import generate
     from mens.chat_template import chat_prompt, stop_token_ids
     from mens.inference import load_model
-    from mens.serve.engine import Engine, Request, Sampling
+    from mens.serve.engine import Engine
+    from mens.serve.requests import Request, Sampling
 
     run = lora_run if which == "lora" else full_run
     model, tok, _ = load_model(run, device="cpu")

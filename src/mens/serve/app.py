@@ -26,7 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mens.serve.engine import Engine, EngineStopped, QueueFull, Request, Sampling, next_id
+from mens.serve.engine import Engine
+from mens.serve.requests import EngineStopped, QueueFull, Request, Sampling, next_id
 from mens.serve.schema import APIError, ChatParams, CompletionParams, _Params, parse_body
 from mens.serve.tools import ToolCallStream, ToolUse, split_tool_calls
 from mens.serve.tools import prompt as chat_prompt

@@ -13,72 +13,15 @@ per row (`__base__` for none). Tokens are streamed per sequence through the requ
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
 from mens.chat_template import stop_token_ids
 from mens.progress import say
-
-
-class QueueFull(Exception):
-    """The waiting queue is at its bound: the server answers 429."""
-
-
-class EngineStopped(Exception):
-    """The engine thread is not running (stopped, or died of a fault of its own): 503."""
-
-
-@dataclass
-class Sampling:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-    n: int = 1
-
-
-@dataclass
-class Request:
-    """One API request: a tokenised prompt, its sampling, and where its events go. Events are
-    ("delta", choice, text), ("done", choice, finish_reason, completion_tokens), ("error", message)."""
-
-    prompt_ids: list[int]
-    sampling: Sampling
-    sink: Callable[[tuple], None]
-    adapter: str | None = None
-    grammar: bool = False
-    grammar_prefix: str | None = None  # whole-mode constraint: the code before the completion
-    cancelled: bool = False
-    arrived: float = field(default_factory=time.perf_counter)
-    first_token_at: float | None = None
-
-    def emit(self, event: tuple) -> None:
-        """Send an event to the client; a sink that fails (its event loop is gone) cancels the request."""
-        try:
-            self.sink(event)
-        except Exception:
-            self.cancelled = True
-
-
-@dataclass
-class _Seq:
-    """One choice being generated: a row of the running batch."""
-
-    req: Request
-    index: int
-    generated: list[int] = field(default_factory=list)
-    sent: str = ""                     # text already streamed
-    text: str = ""                     # decoded text of `generated`
-    generator: torch.Generator | None = None
-    pending: int | None = None         # last sampled token, not yet fed to the model
-    finish: str | None = None
+from mens.serve.requests import EngineStopped, QueueFull, Request, Seq
 
 
 class Engine:
@@ -179,7 +122,7 @@ class Engine:
             self._fail_waiting(f"the engine stopped: {self.error}")
 
     def _schedule(self) -> None:
-        running: list[_Seq] = []
+        running: list[Seq] = []
         cache, mask = None, None
         while True:
             with self._cond:
@@ -213,7 +156,7 @@ class Engine:
         for s in running:
             s.req.emit(("error", "the server is shutting down"))
 
-    def _fail(self, seqs: list[_Seq], exc: Exception) -> None:
+    def _fail(self, seqs: list[Seq], exc: Exception) -> None:
         say(f"serve: generation failed: {type(exc).__name__}: {exc}")
         for req in {id(s.req): s.req for s in seqs}.values():
             req.emit(("error", f"generation failed: {type(exc).__name__}: {exc}"))
@@ -226,9 +169,9 @@ class Engine:
             req.emit(("error", message))
             req.cancelled = True
 
-    def _admit(self, n_running: int) -> list[_Seq]:
+    def _admit(self, n_running: int) -> list[Seq]:
         """Waiting requests that fit in the batch (a request with n choices takes n rows)."""
-        out: list[_Seq] = []
+        out: list[Seq] = []
         while self._waiting:
             req = self._waiting[0]
             if req.cancelled:
@@ -239,22 +182,22 @@ class Engine:
                 break
             self._waiting.popleft()
             try:
-                seqs = [_Seq(req, i, generator=_generator(req.sampling.seed, i)) for i in range(n)]
+                seqs = [Seq(req, i, generator=_generator(req.sampling.seed, i)) for i in range(n)]
             except Exception as exc:  # fails this request only
-                self._fail([_Seq(req, 0)], exc)
+                self._fail([Seq(req, 0)], exc)
                 continue
             out += seqs
             self.stats["sequences"] += n
         return out
 
-    def _forward(self, seqs: list[_Seq], **kwargs):
+    def _forward(self, seqs: list[Seq], **kwargs):
         names = [s.req.adapter or "__base__" for s in seqs]
         if self.mixed_adapters and set(names) != {self.active_adapter}:
             kwargs["adapter_names"] = names
         with torch.inference_mode():
             return self.model(use_cache=True, logits_to_keep=1, **kwargs)
 
-    def _prefill(self, seqs: list[_Seq]):
+    def _prefill(self, seqs: list[Seq]):
         from transformers import DynamicCache
 
         width = max(len(s.req.prompt_ids) for s in seqs)
@@ -273,7 +216,7 @@ class Engine:
         self._sample(seqs, out.logits[:, -1, :])
         return out.past_key_values, mask.to(self.device)
 
-    def _decode_step(self, seqs: list[_Seq], cache, mask):
+    def _decode_step(self, seqs: list[Seq], cache, mask):
         ids = torch.tensor([[s.pending] for s in seqs], device=self.device)
         positions = mask.sum(-1, keepdim=True)
         mask = torch.cat([mask, torch.ones((len(seqs), 1), dtype=mask.dtype, device=mask.device)], dim=1)
@@ -287,7 +230,7 @@ class Engine:
         self._sample(seqs, out.logits[:, -1, :])
         return out.past_key_values, mask
 
-    def _retire(self, seqs: list[_Seq], cache, mask):
+    def _retire(self, seqs: list[Seq], cache, mask):
         """Drop finished or cancelled rows from the batch and trim all-padding columns."""
         keep = [i for i, s in enumerate(seqs) if s.finish is None and not s.req.cancelled]
         self.stats["cancelled"] += sum(1 for s in seqs if s.finish is None and s.req.cancelled)
@@ -306,7 +249,7 @@ class Engine:
 
     # ------------------------------------------------------------------ sampling and streaming
 
-    def _sample(self, seqs: list[_Seq], logits: torch.Tensor) -> None:
+    def _sample(self, seqs: list[Seq], logits: torch.Tensor) -> None:
         logits = logits.float().cpu()
         greedy = logits.argmax(-1).tolist()
         for row, s in enumerate(seqs):
@@ -332,7 +275,7 @@ class Engine:
     def _text(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def _accept(self, s: _Seq, token: int) -> None:
+    def _accept(self, s: Seq, token: int) -> None:
         req, sp = s.req, s.req.sampling
         if req.first_token_at is None:
             req.first_token_at = time.perf_counter()
@@ -356,7 +299,7 @@ class Engine:
             req.emit(("delta", s.index, safe[len(s.sent):]))
             s.sent = safe
 
-    def _finish(self, s: _Seq, reason: str, text: str, count: int | None = None) -> None:
+    def _finish(self, s: Seq, reason: str, text: str, count: int | None = None) -> None:
         if len(text) > len(s.sent) and text.startswith(s.sent):
             s.req.emit(("delta", s.index, text[len(s.sent):]))
         s.finish = reason
@@ -407,10 +350,3 @@ def _hold_back(text: str, stops: tuple[str, ...]) -> str:
                 break
     text = text[:cut]
     return text.rstrip("\ufffd")
-
-
-_ids = itertools.count(1)
-
-
-def next_id(prefix: str) -> str:
-    return f"{prefix}-{int(time.time())}{next(_ids):06d}"

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from mens.errors import MensError
 from mens.progress import say
-from mens.serve.engine import Engine, _Seq
+from mens.serve.engine import Engine
 from mens.serve.gguf_model import GGUFModel, GGUFTokenizer, cpu_threads, resolve_gguf, trained_context
+from mens.serve.requests import Seq
 
 MAX_CONTEXT = 8192      # a request's window at most (llama.cpp allocates its KV cache up front)
 MAX_KV_TOKENS = 32768   # the KV cache all running choices share, unless one window is larger
@@ -44,7 +45,7 @@ def check_available() -> None:
 class _Row:
     """One choice in the llama.cpp batch: its KV-cache sequence id, its sampler, and where it is."""
 
-    seq: _Seq
+    seq: Seq
     slot: int
     sampler: object
     reserved: int              # KV cells held for it: prompt + max_tokens
@@ -158,7 +159,7 @@ class LlamaCppEngine(Engine):
             need = len(req.prompt_ids) + req.sampling.max_tokens
             index = start
             while index < req.sampling.n and len(out) < len(free) and used + need <= self.kv_tokens:
-                out.append(_Row(_Seq(req, index), free[len(out)], self._sampler(req.sampling, index), need))
+                out.append(_Row(Seq(req, index), free[len(out)], self._sampler(req.sampling, index), need))
                 used, index = used + need, index + 1
             self.stats["sequences"] += index - start
             if index < req.sampling.n:
