@@ -44,6 +44,23 @@ def test_the_first_steps_train_on_the_curriculum_then_the_data(tiny_model_dir, t
     assert session.total_steps == 6
 
 
+def test_epochs_that_end_inside_the_curriculum_are_refused(tiny_model_dir, tmp_path):
+    """With --epochs (no --max-steps) the step count is known only once the data is read; a
+    fraction of an epoch that leaves no step for the data is a one-line error, not a schedule
+    with a negative length."""
+    from mens.errors import MensError
+
+    data = write_pairs(tmp_path / "data", n=12)
+    drills = write_drills(tmp_path / "drills.jsonl")
+    cfg = config(tiny_model_dir, data, tmp_path / "run", backend="full", max_steps=None, epochs=0.25, seq_len=128,
+                 micro_batch=1, curriculum_data=str(drills), curriculum_steps=8)
+    with pytest.raises(MensError, match=r"--epochs 0.25 makes \d+ steps, none of them after the 8 curriculum steps"):
+        prepare(cfg, open_run(cfg, force_restart=True))
+    cfg = config(tiny_model_dir, data, tmp_path / "run2", backend="full", max_steps=None, epochs=1, seq_len=128,
+                 micro_batch=1, curriculum_data=str(drills), curriculum_steps=8)
+    assert prepare(cfg, open_run(cfg, force_restart=True)).total_steps > 8  # a whole epoch: the lead and the data
+
+
 def test_curriculum_rate_then_the_schedule_from_its_warmup():
     model = torch.nn.Linear(2, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=3e-3)

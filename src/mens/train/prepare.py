@@ -195,6 +195,10 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
         whole, part = int(cfg.epochs), cfg.epochs - int(cfg.epochs)
         per_epoch = [math.ceil(len(batches_of(e)) / window) for e in range(whole + (part > 0))]
         total_steps = sum(per_epoch[:whole]) + (math.ceil(part * per_epoch[-1]) if part > 0 else 0)
+        if cfg.curriculum_steps >= total_steps:  # a fraction of an epoch can end inside the curriculum
+            raise MensError(f"--epochs {cfg.epochs} makes {total_steps} steps, none of them after the "
+                            f"{cfg.curriculum_steps} curriculum steps", "--curriculum-steps",
+                            "raise --epochs, set --max-steps, or lower --curriculum-steps")
     val_batches = epoch_batches(val_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, 0, pad_id,
                                 cfg.packing, shuffle=False) if val_examples else []
 
