@@ -274,3 +274,52 @@ def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
         torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6)
     big = TrainConfig(backend="scratch", seq_len=4096, micro_batch=64, output_dir=str(tmp_path)).validate()
     assert _pass_bytes(model, big, None) >= TRIM_HEAP_MIN_BYTES  # passes that big are trimmed
+
+
+def test_cpu_attention_runs_narrow_heads_in_fp32_under_autocast(tmp_path):
+    """Lever 10: a CPU model on SDPA is set to `kernels.cpu_sdpa`. Without autocast it is SDPA
+    (the optimized model's loss and gradients are the plain one's); under bf16 autocast its narrow heads attend in fp32 (the
+    very output of SDPA on fp32 inputs, not autocast's bf16 one); the setting is not saved."""
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from mens.train.backends import build
+    from mens.train.config import TrainConfig
+    from mens.train.kernels import CPU_SDPA, cpu_sdpa
+
+    cfg = TrainConfig(backend="scratch", scratch_shape="tiny", scratch_arch="llama", seq_len=64, micro_batch=2,
+                      output_dir=str(tmp_path / "run")).validate()
+    ids = torch.randint(5, 120, (2, 33))
+
+    def run(optimize: bool):
+        torch.manual_seed(0)
+        model = build(cfg, torch.device("cpu"), False).model
+        plan = optimize_for_training(model, cfg) if optimize else None
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return plan, model, loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+    _, plain, ref_loss, ref = run(False)
+    plan, model, loss, got = run(True)
+    assert plan.patched["cpu_attention"] == 1 and model.config._attn_implementation == CPU_SDPA
+    assert plain.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)  # the other levers round differently
+    for name in ref:
+        torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6)
+
+    attn = model.model.layers[0].self_attn
+    q, k, v = (torch.randn(2, 4, 33, 16) for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours, _ = cpu_sdpa(attn, q, k, v, None, is_causal=True)
+        autocast_bf16, _ = sdpa_attention_forward(attn, q, k, v, None, is_causal=True)
+    fp32, _ = sdpa_attention_forward(attn, q, k, v, None, is_causal=True)
+    assert ours.dtype == torch.float32 and autocast_bf16.dtype == torch.bfloat16
+    torch.testing.assert_close(ours, fp32, rtol=0, atol=0)
+    assert not torch.equal(autocast_bf16.float(), fp32)
+    wide = torch.randn(2, 4, 33, 64)                   # wide heads: left to autocast (bf16 is faster there)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert cpu_sdpa(attn, wide, wide, wide, None, is_causal=True)[0].dtype == torch.bfloat16
+
+    model.save_pretrained(tmp_path / "saved")
+    assert CPU_SDPA not in (tmp_path / "saved" / "config.json").read_text()
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "saved").config._attn_implementation == "sdpa"

@@ -29,6 +29,9 @@ docs/performance.md ("The levers, measured").
 9. One-kernel tanh GELU (`lean_gelu`): GPT-2's `gelu_new`, written out by transformers as eight
    elementwise ops (each a fresh [tokens, FFN] tensor, and as many again in backward), runs as
    torch's `gelu(approximate="tanh")`, the same function in one op.
+10. fp32 attention for narrow heads under CPU autocast (`cpu_attention` → `kernels.cpu_sdpa`):
+   with `bf16-mixed` on a CPU, attention would run in bf16, where torch's kernel is slower than
+   in fp32 at head widths up to 32 (the quickstart's base: half of its step was attention).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import torch
 from torch import nn
 
 from mens.train.allocator import trim_heap, tune_heap
-from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU
+from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU, register_cpu_sdpa
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
 # glibc's heap is trimmed before each pass only when a pass holds at least this much estimated
@@ -89,6 +92,7 @@ def optimize_for_training(model, cfg) -> SpeedPlan:
     patched["lean_rmsnorm"] = lean_rmsnorm(model)
     patched["lean_gelu"] = lean_gelu(model)
     if cpu:
+        patched["cpu_attention"] = cpu_attention(inner)
         trim_heap()  # loading and quantising left freed blocks in the heap
     per_pass = tokens_per_pass(cfg, device, inner)
     trim = cpu and _pass_bytes(inner, cfg, per_pass) >= TRIM_HEAP_MIN_BYTES
@@ -256,6 +260,19 @@ def lean_gelu(model) -> int:
             module.forward = _gelu_tanh_forward.__get__(module)
             patched += 1
     return patched
+
+
+# ---------------------------------------------------------------- lever 10: fp32 attention for narrow heads
+
+def cpu_attention(inner) -> int:
+    """Set a CPU model that uses SDPA attention to `kernels.cpu_sdpa` (the same attention, in
+    fp32 under autocast where that is faster); returns 1 when it was set. The setting is not
+    saved with the model (transformers keeps it out of config.json)."""
+    config = getattr(inner, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(inner, "set_attn_implementation"):
+        return 0
+    inner.set_attn_implementation(register_cpu_sdpa())
+    return 1
 
 
 # ---------------------------------------------------------------- lever 2: micro-batch splitting
