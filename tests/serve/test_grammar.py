@@ -242,8 +242,16 @@ def test_vox_closing_suffix_and_open_strings():
         'fn f() to str {\n    return "ab': '"\n}',
         "type A {\n    a: int\n": "}",
         'fn f() to str {\n    return "a\\': '\\"\n}',
-        "fn f() {\n    let x = ": None,         # an expression is missing: nothing known closes it
         "": "",
+        # Closing brackets is not enough: what the parser expects at the end, step by step.
+        "fn f() {\n    let x = ": " 0\n}",
+        "fn f() {\n    if c": " { \n}\n}",
+        "fn s": "( x) { \n}",
+        "@endpoint(kind:": " query) fn  x( x) { \n}",
+        "fn f(x: int) t": "o int { \n}",          # a word being typed: finished first (`to`)
+        "component A(x: int) {\n    state n": " =  0\n}",
+        "fn f() to int {\n    match x {\n        1": " =>  0\n}\n}",
+        "import notes.queries as { l": None,     # a brace on a line of its own does not end an import list
     }
     for text, suffix in cases.items():
         assert pack.closing_suffix(text) == suffix, text
@@ -258,7 +266,7 @@ def test_vox_closing_suffix_and_open_strings():
     assert c.allows('fn f() to str {\n    return "ab', prefix="")
     assert not c.allows('fn f() to str {\n    return "ab\n', prefix="")   # generated strings stay on one line
     assert c.closing("```vox\nfn f() {\n    let x = 1", prefix=None) == "\n}\n```"
-    assert c.closing("Sure.", prefix=None) == "" and c.closing("```vox\nfn f() {\n    let x = ") is None
+    assert c.closing("Sure.", prefix=None) == "" and c.closing("```vox\nimport a as { b") is None
 
 
 def test_special_tokens_that_write_nothing_are_never_chosen(tiny_model_dir):

@@ -31,8 +31,47 @@ _WORDS = sorted(set(KEYWORDS) | set((
     "pattern max_len min_len range default success_redirect error_message net db fs clock random "
     "nothing mcp").split()))
 _CLOSER = {"(": ")", "[": "]", "{": "\n}"}
+_FINISH_STEPS = 24
 _OPERATOR_TAILS = {"-": (">", "="), "=": (">", "="), "|": (">",), "<": ("=",), ">": ("=",),
                    "!": ("=",), "+": ("=",), "*": ("=",), "/": ("=",)}
+
+
+# closing_suffix's second way: what to append when the parser, at the end of the input, expects
+# something. A quoted token it names (a closing bracket first), or for a described one a filler.
+_EOF_EXPECTED = re.compile(r"unexpected end of input: expected (.*)")
+_EXPECTATION_END = re.compile(r" (?:after|before|to|in|between|for|as) ")
+_REMARK = re.compile(r" \([^)]*\)")  # "(a message handler)", "(after an unterminated string)"
+_FILLERS = (("expression", "0"), ("type", "int"), ("pattern", "_"), ("module path", "x"), ("string", '""'),
+            ("double-quoted", '""'), ("path", '""'), ("name", "x"), ("variable", "x"), ("state", "x"),
+            ("integer", "0"), ("number", "0"), ("query, mutation", "query"), ("effect", "db"))
+_TIGHT = {")": ")", "]": "]", "}": "\n}", "(": "(", "[": "[", ".": ".", ",": ", ", ":": ": "}
+
+
+def _expected_text(message: str) -> str | None:
+    """Text that gives the parser what an end-of-input `message` says it expected, or None."""
+    m = _EOF_EXPECTED.match(message)
+    if m is None:
+        return None
+    head = _EXPECTATION_END.split(_REMARK.sub("", m.group(1)), 1)[0]
+    quoted = re.findall(r"'([^']+)'", head)
+    closer = next((q for q in quoted if q in (")", "]", "}")), None)
+    if closer or (quoted and head.startswith("'")):
+        token = closer or quoted[0]
+        return _TIGHT.get(token, f" {token} ")
+    return next((f" {filler}" for word, filler in _FILLERS if word in head), None)
+
+
+def _finish_by_parser(text: str, suffix: str) -> str | None:
+    """`suffix` grown by what the parser expects at the end until `text + suffix` parses, or None."""
+    for _ in range(_FINISH_STEPS):
+        err = _parsed(text + suffix, False)[1]
+        if err is None:
+            return suffix
+        more = _expected_text(err.message)
+        if more is None:
+            return None
+        suffix += more
+    return None
 
 
 def _open_string(lx: Lexed) -> str | None:
@@ -135,7 +174,8 @@ class VoxPack(LanguagePack):
 
     def closing_suffix(self, text: str) -> str | None:
         """The open string's quote, then the open brackets closed innermost first (a brace on a
-        line of its own), when that makes `text` parse; None where it does not (`let x = `)."""
+        line of its own) when that makes `text` parse; else what the parser expects at the end,
+        step by step (`if c` → ` {` + `\n}`, `let x =` → ` 0`); None when neither ends it."""
         lx = Lexed(text)
         suffix = ""
         if _open_string(lx) is not None:
@@ -147,8 +187,18 @@ class VoxPack(LanguagePack):
             elif stack and kind == stack[-1].strip():
                 stack.pop()
         closers = "".join(reversed(stack))
-        suffix += closers[1:] if closers.startswith("\n") and text.endswith("\n") and not suffix else closers
-        return suffix if self.check(text + suffix) is None else None
+        brackets = suffix + (closers[1:] if closers.startswith("\n") and text.endswith("\n") and not suffix
+                             else closers)
+        if _parsed(text + brackets, False)[1] is None:
+            return brackets
+        # Closing brackets is not enough (`if c` wants a block, `fn f(x:` a type): give the parser,
+        # one step at a time, what it says it expects at the end, until the text parses; where
+        # the text ends in a word being typed (`fn f() t`), from each way of finishing it.
+        for start in (brackets, suffix, *(() if suffix else _completions(text))):
+            done = _finish_by_parser(text, start)
+            if done is not None:
+                return done
+        return None
 
     def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
         """One lexing serves the parse and the hash (corpus validate's two questions)."""
