@@ -85,6 +85,11 @@ def test_viable_prefix():
     assert PACK.viable_prefix("fn is") and PACK.viable_prefix("fn f() {\n    let mut to")
     assert PACK.viable_prefix("import react Spark") and PACK.viable_prefix("import react Sparkline from")
     assert not PACK.viable_prefix("import react Sparkline\n")     # as the reference: `Sparkline` is stray
+    # A line comment at the end: only a newline ends it, so viable only where a newline may stand
+    # (the reference rejects `@mcp.resource("a" # c⏎, "d")` at the newline, and `fn f(a: int,⏎`).
+    assert PACK.viable_prefix("fn f() { // x") and PACK.viable_prefix("fn f() {\n    let x = 1 # one")
+    assert not PACK.viable_prefix('@mcp.resource("a" # c')
+    assert not PACK.viable_prefix("fn f(a: int, // x")
 
 
 # ------------------------------------------------------------------ properties

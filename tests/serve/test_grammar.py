@@ -211,7 +211,7 @@ def test_python_grammar_through_the_server(tiny_model_dir):
 @pytest.mark.parametrize("reserve", [0, 16])
 def test_grammar_mode_closes_the_code_before_the_token_budget_runs_out(tiny_model_dir, reserve):
     """A random model never ends code by itself: with no reserve the completion of a half-written
-    function stops at max_tokens still open; with the (default) reserve of 16 its last tokens
+    function stops at max_tokens still open; with a reserve of 16 (the default is 32) its last tokens
     close it (a brace on its own line), so the whole program parses."""
     from mens.inference import load_model
     from mens.serve.engine import Engine
@@ -219,7 +219,7 @@ def test_grammar_mode_closes_the_code_before_the_token_budget_runs_out(tiny_mode
     model, tok, _ = load_model(tiny_model_dir, device="cpu")
     pack = get_pack("vox")
     engine = Engine(model, tok, context_window=512, grammar=Constraint(pack))
-    assert engine._chooser.finish_reserve == 16        # the default
+    assert engine._chooser.finish_reserve == 32        # the default
     engine._chooser.finish_reserve = reserve
     try:
         prompt = "fn add(a: int, b: int) to int {\n    return a"
@@ -252,6 +252,7 @@ def test_vox_closing_suffix_and_open_strings():
         "component A(x: int) {\n    state n": " =  0\n}",
         "fn f() to int {\n    match x {\n        1": " =>  0\n}\n}",
         "import notes.queries as { l": None,     # a brace on a line of its own does not end an import list
+        "fn f() {\n    let x = 1 // one": "\n\n}",  # a comment at the end is ended first
     }
     for text, suffix in cases.items():
         assert pack.closing_suffix(text) == suffix, text

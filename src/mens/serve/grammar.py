@@ -154,7 +154,7 @@ class TokenChooser:
     kept (`fallbacks`) and the closing tokens written (`finishes`)."""
 
     def __init__(self, constraint: Constraint, tokenizer, eos_ids: list[int], *, top_candidates: int = 32,
-                 max_candidates: int = 1024, finish_reserve: int = 16):
+                 max_candidates: int = 1024, finish_reserve: int = 32):
         self.constraint, self.tokenizer, self.eos_ids = constraint, tokenizer, eos_ids
         self.top_candidates, self.max_candidates = top_candidates, max_candidates
         self.finish_reserve = finish_reserve

@@ -74,6 +74,14 @@ def _finish_by_parser(text: str, suffix: str) -> str | None:
     return None
 
 
+def _comment_at_end(lx: Lexed) -> str | None:
+    """The line comment the lexed text ends in, or None. Comments are skipped blanks to the
+    lexer: one after the last token runs to the end."""
+    tail = lx.text[lx.ends[-2] if len(lx.ends) > 1 else 0:]
+    at = min((i for i in (tail.find("//"), tail.find("#")) if i >= 0), default=-1)
+    return tail[at:] if at >= 0 and "\n" not in tail[at:] else None
+
+
 def _open_string(lx: Lexed) -> str | None:
     """The unterminated string literal the lexed text ends in, or None."""
     last_token = lx.starts[-2] if len(lx.starts) > 1 else -1
@@ -148,7 +156,7 @@ class VoxPack(LanguagePack):
     def viable_prefix(self, text: str) -> bool:
         """True when `text` parses, fails only because it ended, or ends in a word, decorator or
         operator still being typed (`@endp`, `kind: que`, `=` of `=>`) whose completion would;
-        ending in an open string, when the string closed would."""
+        ending in an open string, when the string closed would; in a comment, when a newline would."""
         def unfinished_at_most(candidate: str) -> bool:   # the parse alone, not analyze()'s extras
             err = _parsed(candidate, False)[1]
             return err is None or "end of input" in err.message
@@ -158,6 +166,10 @@ class VoxPack(LanguagePack):
             # The lexer drops a string left open at the end, so the parser never sees it: close
             # it and ask whether a string may stand there at all (not after `type T { start`).
             return unfinished_at_most(text + _quote_closing(parser.lx))
+        if parser is not None and _comment_at_end(parser.lx) is not None:
+            # Only a newline ends a line comment: where none may stand (inside `@mcp.resource(…`)
+            # nothing that follows the comment can parse.
+            return unfinished_at_most(text + "\n")
         if err is None or "end of input" in err.message:
             return True
         return any(unfinished_at_most(text + rest) for rest in _completions(text))
@@ -165,12 +177,7 @@ class VoxPack(LanguagePack):
     def free_text_at_end(self, text: str) -> str | None:
         lx = Lexed(text)
         open_string = _open_string(lx)
-        if open_string is not None:
-            return open_string
-        # Comments are skipped blanks to the lexer: one after the last token runs to the end.
-        tail = text[lx.ends[-2] if len(lx.ends) > 1 else 0:]
-        at = min((i for i in (tail.find("//"), tail.find("#")) if i >= 0), default=-1)
-        return tail[at:] if at >= 0 and "\n" not in tail[at:] else None
+        return open_string if open_string is not None else _comment_at_end(lx)
 
     def closing_suffix(self, text: str) -> str | None:
         """The open string's quote, then the open brackets closed innermost first (a brace on a
@@ -180,6 +187,8 @@ class VoxPack(LanguagePack):
         suffix = ""
         if _open_string(lx) is not None:
             suffix = _quote_closing(lx)
+        elif _comment_at_end(lx):
+            suffix = "\n"  # whatever closes the code must not land in the comment
         stack: list[str] = []
         for kind in lx.kinds:
             if kind in _CLOSER:
