@@ -198,16 +198,12 @@ class VoxPack(LanguagePack):
         closers = "".join(reversed(stack))
         brackets = suffix + (closers[1:] if closers.startswith("\n") and text.endswith("\n") and not suffix
                              else closers)
-        if _parsed(text + brackets, False)[1] is None:
-            return brackets
-        # Closing brackets is not enough (`if c` wants a block, `fn f(x:` a type): give the parser,
-        # one step at a time, what it says it expects at the end, until the text parses; where
-        # the text ends in a word being typed (`fn f() t`), from each way of finishing it.
-        for start in (brackets, suffix, *(() if suffix else _completions(text))):
-            done = _finish_by_parser(text, start)
-            if done is not None:
-                return done
-        return None
+        # The brackets closed, as they are when that parses; where it does not (`if c` wants a
+        # block, `fn f(x:` a type), grown by what the parser says it expects at the end, one step
+        # at a time; else the same from the quote alone, or from each way of finishing a word
+        # being typed (`fn f() t`).
+        starts = dict.fromkeys((brackets, suffix, *(() if suffix else _completions(text))))
+        return next((done for start in starts if (done := _finish_by_parser(text, start)) is not None), None)
 
     def check_and_hash(self, text: str, *, script: bool = False) -> tuple[Diagnostic | None, str | None]:
         """One lexing serves the parse and the hash (corpus validate's two questions)."""
