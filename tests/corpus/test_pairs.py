@@ -96,3 +96,20 @@ def test_bad_units_file_fails_cleanly_or_is_skipped_leniently(tmp_path, run_cli,
     assert report["dropped"] == {"malformed_unit": 2}
     code, _, err = run_cli("corpus", "pairs", tmp_path / "nope.jsonl", "-o", out)
     assert code == 2 and "file not found" in err
+
+
+def test_the_same_sources_elsewhere_make_the_same_pairs(tmp_path):
+    """Two clones of a repository in different places make the same pairs: each unit's prompt is
+    drawn by what it is, not where it lies (seeding by the absolute path once gave every clone
+    its own corpus, and its own fine-tune). Only the `source` paths differ."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[2]
+    made = []
+    for place in (tmp_path / "a", tmp_path / "b" / "deeper"):
+        shutil.copytree(repo / "examples" / "vox", place / "vox")
+        shutil.copytree(repo / "examples" / "docs", place / "docs")
+        extract([place / "vox", place / "docs"], place / "units.jsonl")
+        make_pairs(place / "units.jsonl", place / "pairs.jsonl", seed=0)
+        made.append([{k: v for k, v in r.items() if k != "source"} for r in rows(place / "pairs.jsonl")])
+    assert made[0] == made[1] and len(made[0]) > 100

@@ -13,8 +13,9 @@ Per unit kind:
 - error correction: the code mutated until *the parser* rejects it; the prompt carries the
   parser's message, the response is the original.
 Code responses are fenced with the pack's fence tag. Ratings: golden 5, docs and sources 4,
-synthetic 3. Each unit draws from its own RNG seeded by (seed, source), so the output is
-byte-identical for a seed however the work is split across processes.
+synthetic 3. Each unit draws from its own RNG seeded by (seed, its kind and code), so the
+output is the same for a seed however the work is split across processes and wherever the
+sources lie (only the `source` paths differ between two clones).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
     rows: list[dict] = []
     constructs: list[tuple[Unit, str]] = []
     for unit in units:
-        rng = random.Random(f"{seed}\x00{unit.source}\x00{unit.kind}")
+        # Seeded by what the unit is, not where: a clone elsewhere makes the same pairs.
+        rng = random.Random(f"{seed}\x00{unit.kind}\x00{unit.code}")
         pack = None
         if unit.lang:
             try:
@@ -157,7 +159,7 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
                                  **_base(unit, pack, unit.construct, "error_correction", "code_only")))
                 report.counts["pairs_error_correction"] += 1
     if len(constructs) >= 2:
-        rng = random.Random(f"{seed}\x00{constructs[0][0].path}\x00followup")
+        rng = random.Random(f"{seed}\x00{constructs[0][0].code}\x00followup")
         i = rng.randrange(len(constructs) - 1)
         (first, first_prompt), (second, _) = constructs[i], constructs[i + 1]
         pack = get_pack(first.lang)
