@@ -245,10 +245,22 @@ def test_lean_gelu_is_gpt2s_gelu_new(dtype):
     torch.testing.assert_close(got[1][1], got[0][1], **tol)
 
 
+def _scratch_step(cfg, ids, optimize: bool):
+    """One forward and backward of a fresh scratch model (seed 0), with the speed plan or
+    without: (plan, model, loss, gradients)."""
+    from mens.train.backends import build
+
+    torch.manual_seed(0)
+    model = build(cfg, torch.device("cpu"), False).model
+    plan = optimize_for_training(model, cfg) if optimize else None
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    return plan, model, loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
 def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
     """The quickstart-sized scratch model: GELU patched, one pass per micro-batch, no heap trim
     (its passes are small); the same loss as the unpatched model."""
-    from mens.train.backends import build
     from mens.train.config import TrainConfig
     from mens.train.speed import TRIM_HEAP_MIN_BYTES, _pass_bytes
 
@@ -256,16 +268,8 @@ def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
                       output_dir=str(tmp_path)).validate()
     ids = torch.randint(5, 120, (2, 33))
 
-    def run(optimize: bool):
-        torch.manual_seed(0)
-        model = build(cfg, torch.device("cpu"), False).model
-        plan = optimize_for_training(model, cfg) if optimize else None
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        return plan, model, loss.detach(), {n: p.grad for n, p in model.named_parameters()}
-
-    _, _, ref_loss, ref = run(False)
-    plan, model, loss, got = run(True)
+    _, _, ref_loss, ref = _scratch_step(cfg, ids, optimize=False)
+    plan, model, loss, got = _scratch_step(cfg, ids, optimize=True)
     assert plan.patched["lean_gelu"] == model.config.n_layer
     assert plan.trim_heap is False
     assert _pass_bytes(model, cfg, plan.tokens_per_pass) < TRIM_HEAP_MIN_BYTES
@@ -278,12 +282,12 @@ def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
 
 def test_cpu_attention_runs_narrow_heads_in_fp32_under_autocast(tmp_path):
     """Lever 10: a CPU model on SDPA is set to `kernels.cpu_sdpa`. Without autocast it is SDPA
-    (the optimized model's loss and gradients are the plain one's); under bf16 autocast its narrow heads attend in fp32 (the
-    very output of SDPA on fp32 inputs, not autocast's bf16 one); the setting is not saved."""
+    (the optimized model's loss and gradients are the plain one's); under bf16 autocast its
+    narrow heads attend in fp32 (the very output of SDPA on fp32 inputs, not autocast's bf16
+    one); the setting is not saved."""
     from transformers import AutoModelForCausalLM
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from mens.train.backends import build
     from mens.train.config import TrainConfig
     from mens.train.kernels import CPU_SDPA, cpu_sdpa
 
@@ -291,16 +295,8 @@ def test_cpu_attention_runs_narrow_heads_in_fp32_under_autocast(tmp_path):
                       output_dir=str(tmp_path / "run")).validate()
     ids = torch.randint(5, 120, (2, 33))
 
-    def run(optimize: bool):
-        torch.manual_seed(0)
-        model = build(cfg, torch.device("cpu"), False).model
-        plan = optimize_for_training(model, cfg) if optimize else None
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        return plan, model, loss.detach(), {n: p.grad for n, p in model.named_parameters()}
-
-    _, plain, ref_loss, ref = run(False)
-    plan, model, loss, got = run(True)
+    _, plain, ref_loss, ref = _scratch_step(cfg, ids, optimize=False)
+    plan, model, loss, got = _scratch_step(cfg, ids, optimize=True)
     assert plan.patched["cpu_attention"] == 1 and model.config._attn_implementation == CPU_SDPA
     assert plain.config._attn_implementation == "sdpa"
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)  # the other levers round differently
