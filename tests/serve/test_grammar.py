@@ -251,7 +251,8 @@ def test_vox_closing_suffix_and_open_strings():
         "fn f(x: int) t": "o int { \n}",          # a word being typed: finished first (`to`)
         "component A(x: int) {\n    state n": " =  0\n}",
         "fn f() to int {\n    match x {\n        1": " =>  0\n}\n}",
-        "import notes.queries as { l": None,     # a brace on a line of its own does not end an import list
+        "import notes.queries as { l": " }",     # a brace on a line of its own does not end an import list
+        "fn f() {\n    let v = workflow.version(": None,   # its arguments must be literals: no filler fits
         "fn f() {\n    let x = 1 // one": "\n\n}",  # a comment at the end is ended first
     }
     for text, suffix in cases.items():
@@ -267,7 +268,7 @@ def test_vox_closing_suffix_and_open_strings():
     assert c.allows('fn f() to str {\n    return "ab', prefix="")
     assert not c.allows('fn f() to str {\n    return "ab\n', prefix="")   # generated strings stay on one line
     assert c.closing("```vox\nfn f() {\n    let x = 1", prefix=None) == "\n}\n```"
-    assert c.closing("Sure.", prefix=None) == "" and c.closing("```vox\nimport a as { b") is None
+    assert c.closing("Sure.", prefix=None) == "" and c.closing("```vox\nfn f() {\n    let v = workflow.version(") is None
 
 
 def test_special_tokens_that_write_nothing_are_never_chosen(tiny_model_dir):

@@ -68,9 +68,12 @@ def _finish_by_parser(text: str, suffix: str) -> str | None:
         if err is None:
             return suffix
         more = _expected_text(err.message)
-        if more is None:
+        if more is None and suffix.endswith("\n}"):  # a brace that may not open a line (import lists)
+            suffix = suffix[:-2] + " }"
+        elif more is None:
             return None
-        suffix += more
+        else:
+            suffix += more
     return None
 
 
