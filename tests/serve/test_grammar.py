@@ -253,6 +253,7 @@ def test_vox_closing_suffix_and_open_strings():
         "fn f() to int {\n    match x {\n        1": " =>  0\n}\n}",
         "import notes.queries as { l": " }",     # a brace on a line of its own does not end an import list
         "fn f() {\n    let v = workflow.version(": None,   # its arguments must be literals: no filler fits
+        'routes {\n    "/" to Home\n    "/notes" to Notes with': " loader:  x",   # a described expectation
         "fn f() {\n    let x = 1 // one": "\n\n}",  # a comment at the end is ended first
     }
     for text, suffix in cases.items():

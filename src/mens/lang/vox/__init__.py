@@ -43,7 +43,8 @@ _EXPECTATION_END = re.compile(r" (?:after|before|to|in|between|for|as) ")
 _REMARK = re.compile(r" \([^)]*\)")  # "(a message handler)", "(after an unterminated string)"
 _FILLERS = (("expression", "0"), ("type", "int"), ("pattern", "_"), ("module path", "x"), ("string", '""'),
             ("double-quoted", '""'), ("path", '""'), ("name", "x"), ("variable", "x"), ("state", "x"),
-            ("integer", "0"), ("number", "0"), ("query, mutation", "query"), ("effect", "db"))
+            ("integer", "0"), ("number", "0"), ("range", "0"), ("value", "0"), ("query, mutation", "query"),
+            ("effect", "db"), ("loader, pending", "loader"))
 _TIGHT = {")": ")", "]": "]", "}": "\n}", "(": "(", "[": "[", ".": ".", ",": ", ", ":": ": "}
 
 
