@@ -112,6 +112,14 @@ def test_truncation_keeps_prompt_start_and_whole_response(tiny_tokenizer_dir):
     assert stats.truncated_prompt_tokens == len(full.input_ids) - 60 and stats.truncated_response_tokens == 0
     assert cut.input_ids[:10] == full.input_ids[:10]  # the start of the prompt
     assert cut.input_ids[-full.n_supervised - 1:] == full.input_ids[-full.n_supervised - 1:]  # the whole response
+    warning = stats.truncation_warning(60)
+    assert warning.startswith("mens: warning: 1 of 1 training examples (100%) are longer than --seq-len 60")
+    assert f"{stats.truncated_prompt_tokens} prompt and 0 response tokens dropped" in warning
+    short = Pair(prompt="a", response="b")
+    _, stats = build_examples([long] + [short] * 9, tok, seq_len=60)  # 1 of 10 cut: not worth a warning
+    assert stats.truncated_examples == 1 and stats.truncation_warning(60) is None
+    _, stats = build_examples([long] * 2 + [short] * 8, tok, seq_len=60)
+    assert "2 of 10 training examples (20%)" in stats.truncation_warning(60)
     # --ce-last-k and --min-rating
     (last3,), _ = build_examples([long], tok, seq_len=4096, ce_last_k=3)
     assert last3.n_supervised == 3

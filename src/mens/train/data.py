@@ -33,6 +33,10 @@ class Example:
         return sum(1 for t in self.labels[1:] if t != IGNORE)
 
 
+# More than this share of examples cut to fit --seq-len is worth a warning (DataStats.truncation_warning).
+TRUNCATION_WARN_SHARE = 0.10
+
+
 @dataclass
 class DataStats:
     pairs: int = 0
@@ -49,6 +53,17 @@ class DataStats:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def truncation_warning(self, seq_len: int) -> str | None:
+        """A one-line warning when more than TRUNCATION_WARN_SHARE of the examples were cut to fit
+        `seq_len`: a cut prompt can lose what the response answers (the quickstart's synthetic
+        pairs at 256 ids: 37 % cut, and 14 % lost a name that their response then writes)."""
+        if not self.pairs or self.truncated_examples <= TRUNCATION_WARN_SHARE * self.pairs:
+            return None
+        return (f"mens: warning: {self.truncated_examples:,} of {self.pairs:,} training examples "
+                f"({self.truncated_examples / self.pairs:.0%}) are longer than --seq-len {seq_len} and were cut "
+                f"({self.truncated_prompt_tokens:,} prompt and {self.truncated_response_tokens:,} response tokens "
+                "dropped); a longer --seq-len keeps them whole")
 
 
 @dataclass

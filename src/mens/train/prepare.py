@@ -157,6 +157,8 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     fmt = dict(system_prompt=cfg.system_prompt, ce_last_k=cfg.ce_last_k, min_rating=cfg.min_rating)
     train_examples, stats = build_examples(pairs, tokenizer, cfg.seq_len, **fmt)
     val_examples, _ = build_examples(val_pairs, tokenizer, cfg.seq_len, **fmt)
+    if (warning := stats.truncation_warning(cfg.seq_len)) and run.main:
+        say(warning)
     if cfg.raw_text:
         from mens.train.scratch import raw_text_chunks
 
