@@ -57,7 +57,7 @@ class DataStats:
     def truncation_warning(self, seq_len: int) -> str | None:
         """A one-line warning when more than TRUNCATION_WARN_SHARE of the examples were cut to fit
         `seq_len`: a cut prompt can lose what the response answers (the quickstart's synthetic
-        pairs at 256 ids: 37 % cut, and 14 % lost a name that their response then writes)."""
+        pairs at 256 ids: 38 % cut, and 14 % lost a name that their response then writes)."""
         if not self.pairs or self.truncated_examples <= TRUNCATION_WARN_SHARE * self.pairs:
             return None
         return (f"mens: warning: {self.truncated_examples:,} of {self.pairs:,} training examples "
