@@ -84,3 +84,29 @@ def test_a_request_that_breaks_sampling_or_admission_fails_alone(engine):
     assert broken.cancelled and engine.alive and engine.error is None
     after_events, after_done = _submit(engine, tok("fn").input_ids, 3)
     assert after_done.wait(30) and after_events[-1][0] == "done"
+
+
+def test_a_join_that_fails_part_way_fails_only_the_newcomers(engine, monkeypatch):
+    """Joining a newcomer's KV cache to the running batch can fail part-way (out of memory on a
+    GPU): the running batch's cache must be left whole, so the running request goes on to the
+    same answer it gives alone and only the newcomer fails."""
+    tok = engine.tokenizer
+    alone_events, alone_done = _submit(engine, tok("fn add(a: int").input_ids, 40)
+    assert alone_done.wait(60)
+    prefill = engine._prefill
+
+    def prefill_whose_second_layer_breaks(seqs):
+        new_cache, new_mask = prefill(seqs)
+        new_cache.layers[1].keys = None  # torch.cat fails on the second layer, after the first is built
+        return new_cache, new_mask
+
+    long_events, long_done = _submit(engine, tok("fn add(a: int").input_ids, 40)
+    while not any(e[0] == "delta" for e in long_events):
+        time.sleep(0.005)
+    monkeypatch.setattr(engine, "_prefill", prefill_whose_second_layer_breaks)
+    new_events, new_done = _submit(engine, tok("The quick brown fox").input_ids, 5)
+    assert new_done.wait(30) and new_events[-1][0] == "error"
+    monkeypatch.setattr(engine, "_prefill", prefill)
+    assert long_done.wait(60) and long_events[-1][:3] == ("done", 0, "length")
+    text = lambda events: "".join(e[2] for e in events if e[0] == "delta")  # noqa: E731
+    assert text(long_events) == text(alone_events)

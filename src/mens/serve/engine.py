@@ -314,7 +314,11 @@ def _generator(seed: int | None, choice: int) -> torch.Generator | None:
 
 
 def _join(cache, mask, new_cache, new_mask):
-    """Concatenate two batches' KV caches along the batch, left-padding the shorter one."""
+    """Concatenate two batches' KV caches along the batch, left-padding the shorter one.
+
+    All or nothing: every joined tensor is built before the running cache is touched, so a
+    failure part-way (out of memory on a GPU) leaves the running batch as it was and fails only
+    the newcomers (the serving loop's promise)."""
     if cache is None:
         return new_cache, new_mask
     a, b = mask.shape[1], new_mask.shape[1]
@@ -323,11 +327,13 @@ def _join(cache, mask, new_cache, new_mask):
     def pad(t: torch.Tensor, n: int) -> torch.Tensor:  # left-pad dim -2 (keys/values) with zeros
         return t if n == 0 else torch.cat([t.new_zeros(*t.shape[:-2], n, t.shape[-1]), t], dim=-2)
 
-    for old, new in zip(cache.layers, new_cache.layers):
-        old.keys = torch.cat([pad(old.keys, width - a), pad(new.keys, width - b)], dim=0)
-        old.values = torch.cat([pad(old.values, width - a), pad(new.values, width - b)], dim=0)
+    joined = [(torch.cat([pad(old.keys, width - a), pad(new.keys, width - b)], dim=0),
+               torch.cat([pad(old.values, width - a), pad(new.values, width - b)], dim=0))
+              for old, new in zip(cache.layers, new_cache.layers)]
     mask = torch.cat([torch.nn.functional.pad(mask, (width - a, 0)),
                       torch.nn.functional.pad(new_mask, (width - b, 0))], dim=0)
+    for layer, (keys, values) in zip(cache.layers, joined):
+        layer.keys, layer.values = keys, values
     return cache, mask
 
 
