@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import json
 import os
 import platform
@@ -212,6 +213,9 @@ def read_mens_result(out: Path) -> dict:
             "steps": res.get("steps"), "final_loss": res.get("final_loss"),
             "reported_supervised_tokens": manifest.get("data", {}).get("supervised_tokens"),
             "allocator": manifest.get("device", {}).get("allocator"),
+            # the manifest's CUDA peak is max_memory_allocated in GiB; the peers' figures are in GB
+            **({"cuda_allocated_gb": res["peak_memory_gb"] * 2**30 / 1e9}
+               if manifest.get("device", {}).get("type") == "cuda" and res.get("peak_memory_gb") else {}),
             "mens_results": res}
 
 
@@ -274,7 +278,9 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
 
 
 def table(rows: list[dict], spec: dict) -> str:
-    mem_key = "cuda_peak_gb" if spec["device"] == "cuda" else "peak_rss_gb"
+    # On CUDA both sides report the caching allocator's peak of allocated memory (mens's manifest
+    # records torch.cuda.max_memory_allocated, in GiB); reserved memory has no mens counterpart.
+    mem_key = "cuda_allocated_gb" if spec["device"] == "cuda" else "peak_rss_gb"
     peers = [r for r in rows if not r["run"].startswith("mens") and r.get("rc") == 0]
     head = (f"{'run':<10} {'epoch s':>9} {'process s':>9} {'cpu s':>8} {'sup tok/s':>10} {'peak GB':>8} "
             f"{'final loss':>10}")
@@ -294,7 +300,7 @@ def table(rows: list[dict], spec: dict) -> str:
         lines.append(line)
     lines.append("(vs PEER: x = tokens/s ratio, c = CPU-seconds ratio (peer / this), m = peak-memory ratio; "
                  "peak = max RSS"
-                 + (", CUDA max reserved)" if spec["device"] == "cuda" else ")"))
+                 + (", CUDA max allocated)" if spec["device"] == "cuda" else ")"))
     return "\n".join(lines)
 
 
@@ -326,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in runs if r not in RUNS]
     if unknown:
         ap.error(f"unknown run(s) {unknown}; choose from {RUNS}")
+    if "trl-liger" in runs and importlib.util.find_spec("liger_kernel") is None:
+        print("train_vs_trl: trl-liger skipped: liger-kernel is not installed (pip install -e '.[bench]' "
+              "on the GPU machine; its kernels are Triton, CUDA only)", file=sys.stderr)
+        runs = [r for r in runs if r != "trl-liger"]
     spec = prepare(args)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.workdir) / f"run-{stamp}-{spec['layers']}l-{args.pairs}p"

@@ -41,6 +41,16 @@ def test_builder_contract(backend, tiny_model_dir, data_dir, tmp_path):
     assert "tokenizer.json" in files and "README.md" not in files
 
 
+@pytest.mark.parametrize("backend", ["full", "scratch"])
+def test_an_explicit_dtype_is_the_weights_dtype(backend, tiny_model_dir, data_dir, tmp_path):
+    """`--dtype bf16` gives bf16 weights; the scratch builder used to record bf16 and keep fp32
+    (which also kept the loop from autocasting: it trained in plain fp32)."""
+    cfg = config(tiny_model_dir, data_dir, tmp_path / "run", backend=backend, dtype="bf16")
+    built = build(cfg, torch.device("cpu"), False)
+    assert built.dtype == torch.bfloat16
+    assert {p.dtype for p in built.model.parameters()} == {torch.bfloat16}
+
+
 def test_unknown_backend_is_a_clear_error(tiny_model_dir, data_dir, tmp_path):
     from mens.errors import MensError
 

@@ -129,3 +129,27 @@ def test_empty_batch_is_zero_and_backpropagates():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="hidden"):
         supervised_loss(torch.randn(3, H), nn.Linear(H, V), torch.zeros(4, dtype=torch.long))
+
+
+def test_under_autocast_the_head_computes_like_nn_linear():
+    """fp32 master weights under bf16 autocast (full / scratch with `bf16-mixed`): the fused head
+    multiplies in bf16 as nn.Linear does under autocast — it used to stay in fp32 (torch.mm with
+    out= is not autocast), 100x further from the reference."""
+    torch.manual_seed(3)
+    head = nn.Linear(64, 3001, bias=False)
+    hidden, labels = torch.randn(200, 64) * 2, torch.randint(0, 3001, (200,))
+
+    def run(fn):
+        h = hidden.clone().requires_grad_(True)
+        head.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = fn(h)
+        loss.backward()
+        return loss.detach(), h.grad, head.weight.grad
+
+    ref = run(lambda h: F.cross_entropy(head(h).float(), labels, reduction="sum"))
+    got = run(lambda h: supervised_loss(h, head, labels, chunk_size=64)[0])
+    assert got[2].dtype == torch.float32  # the fp32 weight's gradient stays fp32
+    torch.testing.assert_close(got[0], ref[0], rtol=0, atol=2e-3)  # was 2.5e-2 off
+    torch.testing.assert_close(got[1], ref[1], rtol=0, atol=2e-4)  # was 1e-3 off
+    torch.testing.assert_close(got[2], ref[2], rtol=0, atol=0.1)

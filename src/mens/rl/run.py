@@ -59,6 +59,8 @@ def load_start(source: str, device: str = "cpu") -> Start:
         tokenizer = load_tokenizer(base.source)
     chat = ensure_chat_template(tokenizer)
     model.generation_config = generation_config(model, tokenizer)
+    if device == "cuda":  # under torchrun each rank's copy goes to its own GPU, not all to cuda:0
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     return Start(model.to(device), tokenizer, base, source, chat)
 
 

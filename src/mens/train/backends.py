@@ -220,11 +220,12 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
     added = set_chat_template(tokenizer, cfg.chat_template, "--chat-template") if cfg.chat_template else []
     fit_embeddings(model, tokenizer)  # its tokenizers speak ChatML already; a template file may add markers
-    model.to(device)
+    dtype = explicit_dtype(cfg, torch.float32)  # `--dtype bf16` means bf16 weights, as for `full`
+    model.to(device=device, dtype=dtype)
     model.config.use_cache = False
     name_the_loss(model)
     preflight.check_seq_len(cfg.seq_len, max_positions(model.config), "--scratch-positions")
-    return Built(model, tokenizer, explicit_dtype(cfg, torch.float32), save_scratch,
+    return Built(model, tokenizer, dtype, save_scratch,
                  tokenizer_source=f"byte-level BPE, {cfg.scratch_vocab} ids, learned from the training data"
                  if cfg.scratch_vocab else "mens.train.vox_tokenizer", scratch_shape=shape.to_dict(),
                  added_tokens=added)

@@ -69,7 +69,10 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+        # A run saved where more GPUs were visible (a torchrun job, CUDA_VISIBLE_DEVICES unset) may
+        # resume on fewer: restore the devices there are (set_rng_state_all would index past them).
+        for index, saved in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(torch.tensor(saved, dtype=torch.uint8), index)
 
 
 def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: Progress,
@@ -92,7 +95,9 @@ def save_checkpoint(run_dir: str | Path, model, optimizer, scheduler, progress: 
         trainable = trainable_state(model)
         if weights is not None:
             trainable = {k: weights[k] for k in trainable}
-        state = {k: v.contiguous().clone() for k, v in trainable.items()}
+        # Copied straight to the host: safetensors refuses tensors that share memory (tied
+        # embeddings), and a clone on the GPU would add a copy of every trainable weight there.
+        state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in trainable.items()}
         save_file(state, str(tmp / "trainable.safetensors"))
         torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
                    tmp / "optimizer.pt")

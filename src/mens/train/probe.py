@@ -62,7 +62,8 @@ def probe(requested: str = "auto") -> Probe:
     if device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         name, count, mem = props.name, torch.cuda.device_count(), props.total_memory / 2**30
-        bf16, cuda = torch.cuda.is_bf16_supported(), torch.version.cuda
+        # native bf16 only: with emulation allowed a V100 or T4 says yes and runs bf16 slowly
+        bf16, cuda = torch.cuda.is_bf16_supported(including_emulation=False), torch.version.cuda
     elif device == "mps":
         # MPS shares system memory; treat it as the GPU budget.
         name, bf16 = "Apple MPS", True
