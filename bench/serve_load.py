@@ -79,13 +79,17 @@ def pct(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- peer: sequential HF generate
 
-def run_sequential(model_dir: Path, prompts: list[str], tokens: int) -> dict:
+DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+
+
+def run_sequential(model_dir: Path, prompts: list[str], tokens: int, device: str = "cpu", dtype: str = "f32") -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.generation.streamers import BaseStreamer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, DTYPES[dtype])).to(device).eval()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
     class FirstToken(BaseStreamer):
         def __init__(self):
@@ -94,22 +98,24 @@ def run_sequential(model_dir: Path, prompts: list[str], tokens: int) -> dict:
         def put(self, value):
             self.calls += 1
             if self.calls == 2 and self.first is None:  # call 1 is the prompt
+                sync()
                 self.first = time.perf_counter()
 
         def end(self):
             pass
 
-    model.generate(**tok("warm up", return_tensors="pt"), max_new_tokens=2, do_sample=False)
+    model.generate(**tok("warm up", return_tensors="pt").to(device), max_new_tokens=2, do_sample=False)
     ttft, generated = [], 0
     start = time.perf_counter()
     with torch.inference_mode():
         for p in prompts:
-            enc = tok(p, return_tensors="pt")
+            enc = tok(p, return_tensors="pt").to(device)
             streamer = FirstToken()
             out = model.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
                                  streamer=streamer, pad_token_id=tok.pad_token_id or tok.eos_token_id)
             generated += out.shape[1] - enc.input_ids.shape[1]
             ttft.append(streamer.first - start)
+    sync()
     wall = time.perf_counter() - start
     return {"tokens": generated, "wall_s": wall, "ttft": ttft}
 
@@ -221,18 +227,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quant", nargs="+", default=["f16"], choices=["f16", "q8_0", "q4_k_m"],
                     help="the GGUF(s) --llamacpp serves, one row each (f16)")
     ap.add_argument("--model-dir", type=Path, help="reuse/keep the random model here")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: the sequential peer and every "
+                    "mens serve run (passed as --device) use it")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), help="weights' type for both sides (default: f32 on "
+                    "CPU, bf16 on CUDA, as mens serve picks)")
     ap.add_argument("--json-out", type=Path, default=REPO / "bench" / "results" / "serve_load.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    dtype = args.dtype or ("bf16" if args.device.startswith("cuda") else "f32")
+    on = ("--device", args.device, "--dtype", dtype)  # mens serve gets the same device and type
 
     prompts = (PROMPTS * (args.clients // len(PROMPTS) + 1))[:args.clients]
     model_dir = build_model(args.model_dir or Path(tempfile.mkdtemp(prefix="serve-load-")) / "model", args.layers)
 
-    seq = min((run_sequential(model_dir, prompts, args.tokens) for _ in range(args.rounds)),
+    seq = min((run_sequential(model_dir, prompts, args.tokens, args.device, dtype) for _ in range(args.rounds)),
               key=lambda r: r["wall_s"])
     rows = [summary("HF generate, sequential", seq),
             summary(f"mens serve, {args.clients} streaming clients", serve_round(model_dir, prompts, args.tokens,
-                                                                                  args.rounds, None))]
+                                                                                  args.rounds, None, *on))]
     export_s = {}
     for quant in args.quant if args.llamacpp else []:
         gguf = model_dir.parent / f"{model_dir.name}.{quant}.gguf"
@@ -246,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                             serve_round(gguf, prompts, args.tokens, args.rounds, None, "--engine", "llamacpp")))
     if not args.no_grammar:
         rows.append(summary(f"mens serve --grammar vox, {args.clients} clients",
-                            serve_round(model_dir, prompts, args.tokens, args.rounds, "vox")))
+                            serve_round(model_dir, prompts, args.tokens, args.rounds, "vox", *on)))
     base = rows[0]["tokens_per_s"]
     for row in rows:
         row["ratio_vs_sequential"] = round(row["tokens_per_s"] / base, 2)
@@ -255,9 +267,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    result = {"bench": "serve_load", "model": f"qwen2.5-0.5b shape, {args.layers} layers, random weights, fp32",
+    result = {"bench": "serve_load", "model": f"qwen2.5-0.5b shape, {args.layers} layers, random weights, {dtype}",
               "clients": args.clients, "tokens_per_request": args.tokens, "rounds": args.rounds,
-              "device": "cuda" if torch.cuda.is_available() else "cpu", "torch_threads": torch.get_num_threads(),
+              "device": args.device, "torch_threads": torch.get_num_threads(),
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "gguf_export_s": export_s,
               "cpu_count": os.cpu_count(), "platform": platform.platform(), "rows": rows,
               "command": "python bench/serve_load.py " + " ".join(argv if argv is not None else sys.argv[1:])}

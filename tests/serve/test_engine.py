@@ -110,3 +110,19 @@ def test_a_join_that_fails_part_way_fails_only_the_newcomers(engine, monkeypatch
     assert long_done.wait(60) and long_events[-1][:3] == ("done", 0, "length")
     text = lambda events: "".join(e[2] for e in events if e[0] == "delta")  # noqa: E731
     assert text(long_events) == text(alone_events)
+
+
+@pytest.mark.parametrize("peak", [12.0, 4.0, 0.0])   # peaked (the candidates hold top_p) … flat (sorted whole)
+def test_nucleus_from_the_likeliest_candidates_equals_sorting_everything(peak):
+    import torch
+
+    from mens.serve.engine import NUCLEUS_CANDIDATES, _top_p
+
+    g = torch.Generator().manual_seed(int(peak))
+    logits = torch.randn(8 * NUCLEUS_CANDIDATES, generator=g) * 3
+    logits[:40] += peak
+    probs = torch.softmax(logits, -1)
+    for top_p in (0.3, 0.9, 0.95, 0.999):
+        sorted_p, order = probs.sort(descending=True)
+        sorted_p[sorted_p.cumsum(-1) - sorted_p > top_p] = 0.0
+        assert torch.equal(_top_p(probs, top_p), torch.zeros_like(probs).scatter(-1, order, sorted_p)), top_p

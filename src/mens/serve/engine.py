@@ -337,13 +337,26 @@ def _join(cache, mask, new_cache, new_mask):
     return cache, mask
 
 
+# Nucleus sampling looks at the likeliest NUCLEUS_CANDIDATES ids first: sorting all of a 151,936-id
+# vocabulary took 12 ms a row on one CPU thread (top-k of 1,024 and its sum: well under 1 ms).
+NUCLEUS_CANDIDATES = 1024
+
+
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """`probs` with everything outside the smallest prefix (likeliest first) reaching `top_p` zeroed.
+    Exact: the candidates are only taken as the prefix when their mass reaches top_p (then the
+    prefix lies among them); otherwise the whole vocabulary is sorted."""
     if top_p >= 1.0:
         return probs
-    sorted_p, order = probs.sort(descending=True)
-    drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix reaching top_p
-    sorted_p[drop] = 0.0
-    return torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    if probs.numel() > NUCLEUS_CANDIDATES:
+        top, order = probs.topk(NUCLEUS_CANDIDATES)
+        if float(top.sum()) < top_p:
+            top, order = probs.sort(descending=True)
+    else:
+        top, order = probs.sort(descending=True)
+    drop = top.cumsum(-1) - top > top_p  # keep the smallest prefix reaching top_p
+    top = top.masked_fill(drop, 0.0)
+    return torch.zeros_like(probs).scatter(-1, order, top)
 
 
 def _hold_back(text: str, stops: tuple[str, ...]) -> str:
