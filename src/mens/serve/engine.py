@@ -348,11 +348,8 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     prefix lies among them); otherwise the whole vocabulary is sorted."""
     if top_p >= 1.0:
         return probs
-    if probs.numel() > NUCLEUS_CANDIDATES:
-        top, order = probs.topk(NUCLEUS_CANDIDATES)
-        if float(top.sum()) < top_p:
-            top, order = probs.sort(descending=True)
-    else:
+    top, order = probs.topk(min(NUCLEUS_CANDIDATES, probs.numel()))  # likeliest first
+    if top.numel() < probs.numel() and float(top.sum()) < top_p:
         top, order = probs.sort(descending=True)
     drop = top.cumsum(-1) - top > top_p  # keep the smallest prefix reaching top_p
     top = top.masked_fill(drop, 0.0)

@@ -127,7 +127,7 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
         # the largest GEMM of the step in fp32 (on a GPU, ~28 % of a 0.5B model's forward FLOPs).
         param_dtypes = (weight.dtype, bias.dtype if bias is not None else None)
         device = weight.device.type
-        if torch.is_autocast_enabled(device) and weight.is_floating_point():
+        if torch.is_autocast_enabled(device):
             weight = weight.to(torch.get_autocast_dtype(device))
         grad_h = torch.empty_like(hidden) if want_h else None
         # fp32 accumulators for the (rarely trained) head parameters: summing many bf16
