@@ -261,17 +261,20 @@ class GrammarProcessor:
 
         # Greedy ranks replacements by the model's own distribution: dividing by a tiny
         # temperature would make every token but the top one exactly 0, and their order arbitrary.
-        probs = torch.softmax(scores.float() / (self.temperature if self.temperature > 0 else 1.0), dim=-1)
-        for row in range(scores.shape[0]):
-            generated = input_ids[row, self.prompt_len:].tolist()
+        # The chooser works on the host: one copy of the step's tensors there (on a GPU, each
+        # .tolist() / int() per row would be a sync of its own).
+        probs = torch.softmax(scores.float() / (self.temperature if self.temperature > 0 else 1.0), dim=-1).cpu()
+        greedy = scores.argmax(-1).tolist()
+        answers = input_ids[:, self.prompt_len:].tolist()
+        for row, generated in enumerate(answers):
             if self.stop.intersection(generated):
                 continue  # this row has ended; generate() pads it
-            token = int(torch.multinomial(probs[row], 1)) if self.temperature > 0 else int(scores[row].argmax())
+            token = int(torch.multinomial(probs[row], 1)) if self.temperature > 0 else greedy[row]
             text = self.tokenizer.decode(generated, skip_special_tokens=True)
             remaining = None if self.max_new_tokens is None else self.max_new_tokens - len(generated)
             chosen = self.chooser.choose(text, generated, token, None, probs[row], remaining)
-            scores[row] = torch.where(torch.arange(scores.shape[1], device=scores.device) == chosen, 0.0,
-                                      float("-inf"))
+            scores[row].fill_(float("-inf"))
+            scores[row, chosen] = 0.0
         return scores
 
 
