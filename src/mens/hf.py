@@ -214,6 +214,7 @@ def load_causal_lm(source: str, *, device, dtype, nf4: bool = False):
     kwargs: dict[str, Any] = {"dtype": dtype}
     if nf4:
         kwargs["quantization_config"] = bnb_4bit_config()
+    if nf4 or device.type == "cuda":  # straight onto the GPU, not through host memory first
         kwargs["device_map"] = {"": device.index if device.type == "cuda" and device.index is not None
                                 else device.type}
     try:
