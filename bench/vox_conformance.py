@@ -4,13 +4,16 @@
         [--count 20000] [--seed 0] [--json bench/results/vox_conformance.json] \\
         [--cases-dir bench/results/vox_disagreements] [--check-sources]
 
-Programs come from three seeded sources:
+Programs come from four seeded sources:
   examples  the files of examples/vox (module mode) and examples/vox-script (script mode), each
             once unmutated ("original") and then as single-edit mutants;
   synth     programs of mens's synthetic generator (mens.corpus.synth), unmutated and mutated;
   grammar   random programs of bench/vox_grammar_gen.py, one top-level declaration each, "clean"
             or "noisy" (newlines, commas, quote swaps and dropped characters sprinkled in), plus
-            a few "must_reject" forms (retired constructs, the spec's known errors).
+            a few "must_reject" forms (retired constructs, the spec's known errors);
+  idioms    examples and synth programs with one to three idioms of other languages written in
+            ("idiom": `->` for `to`, `let mut`, `elif`, `List<int>`, `x++`, `;` line ends …,
+            bench/vox_idioms.py) or two to four of the mutation kinds below stacked ("stacked").
 Mutation kinds: delete/duplicate a line or a token; a newline before `{`, after an operator,
 inside brackets or before any token; drop a bracket; a comma at a block entry's end, before a
 closing bracket or after an opening one; drop a comma; swap a string's quotes; replace a
@@ -443,6 +446,40 @@ def mutants(bases: list[Base], n: int, rng, source: str, start_idx: int) -> list
     return out
 
 
+def idiom_mutants(bases: list[Base], n: int, rng, start_idx: int, pack) -> list[Program]:
+    """`n` distinct programs: 60 % with one to three idioms of other languages written in
+    (bench/vox_idioms.py), 40 % with two to four of the single edits above stacked (each edit on
+    the text the one before left)."""
+    from vox_idioms import idiom_mutant
+
+    out: list[Program] = []
+    seen = {b.text for b in bases}
+    misses = 0
+    while len(out) < n and misses < 1000:
+        b = rng.choice(bases)
+        if rng.random() < 0.6:
+            kind, got = "idiom", idiom_mutant(b.text, rng, rng.choice((1, 1, 1, 2, 3)))
+        else:
+            kind, got, cur, details, first = "stacked", None, b, [], None
+            for _ in range(rng.choice((2, 2, 3, 4))):
+                step = mutate(cur, rng.choice(MUTATION_KINDS), rng)
+                if step is None:
+                    continue
+                details.append(step[2])
+                first = step[1] if first is None else min(first, step[1])
+                cur = make_base(b.source, b.origin, step[0], b.script, pack)
+                got = (step[0], first, "; ".join(details))
+        if got is None or got[0] in seen:
+            misses += 1
+            continue
+        text, off, detail = got
+        seen.add(text)
+        line = text.count("\n", 0, min(off, len(text))) + 1
+        out.append(Program(start_idx + len(out), "idioms", kind, b.construct_at(min(off, len(b.text) - 1)),
+                           b.script, text, b.origin, detail, line))
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # the two parsers
 
@@ -702,11 +739,12 @@ class Progress:
 
 def build_programs(args, pack) -> tuple[list[Program], dict]:
     rng = random.Random(args.seed)
-    weights = [float(x) for x in args.split.split(",")]
-    total = sum(weights)
+    weights = [float(x) for x in args.split.split(",")] + [0.0]  # a three-number split: no idioms
+    total = sum(weights[:4])
     n_ex = round(args.count * weights[0] / total)
     n_syn = round(args.count * weights[1] / total)
-    n_gram = args.count - n_ex - n_syn
+    n_idiom = round(args.count * weights[3] / total)
+    n_gram = args.count - n_ex - n_syn - n_idiom
     programs: list[Program] = []
     bases_info: dict = {}
 
@@ -724,10 +762,10 @@ def build_programs(args, pack) -> tuple[list[Program], dict]:
 
     # b) the synthetic generator
     syn_bases = []
-    if n_syn:
+    if n_syn or n_idiom:
         from mens.corpus.synth.generate import code_of, generate
 
-        n_bases = max(20, min(2000, n_syn // 10))
+        n_bases = max(20, min(2000, max(n_syn, n_idiom) // 10))
         for pair in generate(n_bases, args.seed):
             syn_bases.append(make_base("synth", pair.source, code_of(pair), False, pack))
         n_orig = min(len(syn_bases), n_syn // 10)
@@ -736,7 +774,11 @@ def build_programs(args, pack) -> tuple[list[Program], dict]:
                                     False, b.text, b.origin))
         programs += mutants(syn_bases, n_syn - n_orig, rng, "synth", len(programs))
 
-    # c) grammar-driven programs
+    # c) other languages' idioms written into the examples and synth programs, and stacked edits
+    if n_idiom:
+        programs += idiom_mutants(ex_bases + syn_bases, n_idiom, rng, len(programs), pack)
+
+    # d) grammar-driven programs
     clean_twins: list[Program] = []
     if n_gram:
         try:
@@ -810,10 +852,11 @@ def main() -> int:
                     help="the vox-ref-oracle binary (the reference lexer+parser), e.g. "
                          "../shared/tools/vox-ref-oracle; exit 2 when it is missing")
     ap.add_argument("--count", type=int, default=20000, metavar="N",
-                    help="programs in all, over the three sources (default 20000)")
+                    help="programs in all, over the four sources (default 20000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    ap.add_argument("--split", default="4,3,3", metavar="E,S,G",
-                    help="relative shares of the examples, synth and grammar sources (default 4,3,3)")
+    ap.add_argument("--split", default="4,3,3,2", metavar="E,S,G[,I]",
+                    help="relative shares of the examples, synth, grammar and idioms sources "
+                         "(default 4,3,3,2; three numbers: no idioms)")
     ap.add_argument("--noisy-share", type=float, default=0.65, metavar="F",
                     help="share of grammar programs with noise sprinkled in (default 0.65)")
     ap.add_argument("--reject-share", type=float, default=0.04, metavar="F",
@@ -851,9 +894,10 @@ def main() -> int:
         return 2
     try:
         split = [float(x) for x in args.split.split(",")]
-        assert len(split) == 3 and all(x >= 0 for x in split) and sum(split) > 0
+        assert len(split) in (3, 4) and all(x >= 0 for x in split) and sum(split) > 0
     except (ValueError, AssertionError):
-        print("vox_conformance: --split takes three non-negative numbers, e.g. 4,3,3", file=sys.stderr)
+        print("vox_conformance: --split takes three or four non-negative numbers, e.g. 4,3,3,2",
+              file=sys.stderr)
         return 2
 
     from mens.lang import get_pack

@@ -23,7 +23,7 @@ VERDICTS: dict[str, dict] = json.loads((SUITE / "verdicts.json").read_text(encod
 # Every area folder the suite must cover (each with at least MIN_PER_AREA cases).
 AREAS = {
     "actor", "commas", "components", "decl_fn", "decorators", "eof_quirks", "expressions",
-    "form", "fragments", "imports", "lambda", "lexer", "match", "mobile", "newlines", "patterns",
+    "form", "fragments", "imports", "lambda", "lexer", "match", "mobile", "model_answers", "newlines", "patterns",
     "quotes", "routes", "script", "state_machine", "statements", "tables", "tokens", "toplevel",
     "types", "url", "v0", "view_calls", "workflow",
 }
