@@ -266,3 +266,64 @@ def test_llama_arch_trains_saves_and_loads(tmp_path, run_cli):
     whole = model(input_ids=ids).logits
     packed = model(input_ids=torch.cat([ids, ids], 1), position_ids=torch.tensor([list(range(6)) * 2])).logits
     assert torch.allclose(packed[:, 6:], whole, atol=1e-4)  # the second copy sees only itself
+
+
+def test_fp16_mixed_scales_the_loss_and_skips_overflowing_steps(tmp_path):
+    """--dtype fp16-mixed: fp32 weights, fp16 autocast, dynamic loss scaling. The gradients are
+    unscaled before they are clipped and logged (the first steps' norms are fp32's), a step whose
+    scaled gradients overflow fp16 is skipped (logged with no norm) and the scale halved, the
+    model still learns, and the scale travels in the checkpoint: a run interrupted after the
+    scale came down and resumed ends exactly as the uninterrupted run."""
+    import json
+    import os
+    import signal
+
+    from safetensors.torch import load_file
+
+    from mens.train.config import resolve_config
+    from mens.train.loop import train
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _vox_pairs(42)))
+
+    def cfg(out, dtype):
+        return resolve_config({"backend": "scratch", "preset": "tiny", "data_dir": str(data), "output_dir": str(out),
+                               "max_steps": 16, "lr": 3e-3, "warmup_steps": 4, "micro_batch": 4, "eval_interval": 0,
+                               "save_interval": 0, "device": "cpu", "dtype": dtype, "log_interval": 1})
+
+    def steps(run):
+        return [e for e in map(json.loads, (run / "telemetry.jsonl").read_text().splitlines()) if e["event"] == "step"]
+
+    fp32 = train(cfg(tmp_path / "fp32", "fp32"))
+    whole = train(cfg(tmp_path / "whole", "fp16-mixed"))
+    ref, got = steps(tmp_path / "fp32"), steps(tmp_path / "whole")
+    for a, b in zip(ref[:4], got[:4]):  # before any overflow: fp32's loss and gradient norm
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-3) and b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-2)
+    skipped = [e["step"] for e in got if e["grad_norm"] is None]
+    assert skipped, "the first scale (2**16) overflows fp16 on this model's gradient spike"
+    assert whole.final_loss < 0.35 * got[0]["loss"] and fp32.final_loss < 0.35 * ref[0]["loss"]
+    manifest = json.loads((tmp_path / "whole" / "training_manifest.json").read_text())
+    assert manifest["dtype"] == "float32+fp16-autocast"
+    assert {str(t.dtype) for t in load_file(tmp_path / "whole" / "model.safetensors").values()} == {"torch.float32"}
+
+    cut_at = skipped[-1] + 1
+
+    def ctrl_c(step: int, loss: float) -> None:
+        if step == cut_at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = tmp_path / "cut"
+    first = train(cfg(run, "fp16-mixed"), on_step=ctrl_c)
+    assert first.status == "interrupted"
+    saved = json.loads((run / "checkpoints" / f"step-{cut_at}" / "progress.json").read_text())
+    assert saved["loss_scale"]["scale"] == 2.0 ** 16 / 2 ** len(skipped)
+    second = train(cfg(run, "fp16-mixed"))
+    assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
+
+
+def test_fp16_mixed_is_refused_for_qlora():
+    from mens.errors import MensError
+    from mens.train.config import resolve_config
+
+    with pytest.raises(MensError, match="fp16-mixed does not apply to qlora"):
+        resolve_config({"backend": "qlora", "model": "m", "dtype": "fp16-mixed"})

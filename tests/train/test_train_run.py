@@ -153,3 +153,21 @@ def test_second_ctrl_c_exits_at_once(tiny_model_dir, data_dir, tmp_path):
     assert json.loads((run / "training_manifest.json").read_text())["status"] == "interrupted"
     assert not (run / "checkpoints").exists()  # no time taken for a checkpoint
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
+
+
+def test_lora_fp16_mixed_follows_fp32(tiny_model_dir, data_dir, tmp_path):
+    """--backend lora --dtype fp16-mixed (a GPU without bf16): fp32 base and adapters, fp16
+    autocast, the loss scaled and the gradients unscaled again — the losses and gradient norms
+    follow fp32's to fp16's precision."""
+    runs = {}
+    for dtype in ("fp32", "fp16-mixed"):
+        out = tmp_path / dtype
+        train(config(tiny_model_dir, data_dir, out, backend="lora", max_steps=6, lr=5e-3, seq_len=128, dtype=dtype,
+                     log_interval=1))
+        runs[dtype] = [e for e in map(json.loads, (out / "telemetry.jsonl").read_text().splitlines())
+                       if e["event"] == "step"]
+    assert json.loads((tmp_path / "fp16-mixed" / "training_manifest.json").read_text())["dtype"] == \
+        "float32+fp16-autocast"
+    for a, b in zip(runs["fp32"], runs["fp16-mixed"], strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-3)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-2)

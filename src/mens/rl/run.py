@@ -151,12 +151,22 @@ def _key(name: str) -> str:
 
 def trainer_args(run: Path, *, steps: int, lr: float, batch_size: int, seed: int, save_steps: int,
                  device: str) -> dict[str, Any]:
-    """The TrainingArguments fields both trainers take."""
+    """The TrainingArguments fields both trainers take. The start model keeps fp32 weights; on a
+    GPU with native bf16 the Trainer computes under bf16 autocast (as `mens train` does there)."""
     return dict(output_dir=str(run / CHECKPOINTS), max_steps=steps, learning_rate=lr, per_device_train_batch_size=batch_size,
                 gradient_accumulation_steps=1, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
                 save_steps=save_steps, save_strategy="steps", seed=seed, data_seed=seed, report_to=[],
-                use_cpu=device == "cpu", bf16=False, fp16=False, disable_tqdm=True, dataloader_num_workers=0,
+                use_cpu=device == "cpu", bf16=gpu_bf16(device), fp16=False, disable_tqdm=True, dataloader_num_workers=0,
                 save_only_model=False, remove_unused_columns=False, gradient_checkpointing=False)
+
+
+def gpu_bf16(device: str) -> bool:
+    """Whether training on `device` computes in bf16: a CUDA GPU with native bf16 (not a T4 or a
+    V100, where torch would emulate it slowly). A CPU stays in fp32, as `mens train` does unless
+    asked."""
+    import torch
+
+    return device == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
 
 
 def quiet(trainer):
@@ -189,7 +199,8 @@ def save_run(run: Path, trainer, start: Start, *, method: str, data: Path, hyper
     results = Results(steps=state.global_step, total_steps=state.max_steps, final_loss=losses[-1] if losses else None,
                       wall_time_s=round(wall, 3))
     manifest = Manifest(base_model=start.base.to_dict() if start.base else None,
-                        backend="lora" if start.base else "full", quantization=None, dtype="float32",
+                        backend="lora" if start.base else "full", quantization=None,
+                        dtype="float32+bf16-autocast" if gpu_bf16(device) else "float32",
                         tokenizer={"chat_format": start.chat}, data={"path": str(data), "sha256": _sha256(data)},
                         hyperparameters=hyper, preset=None, seed=seed,
                         device={"type": device, **({"world_size": world_size()} if world_size() > 1 else {})},

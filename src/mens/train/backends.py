@@ -72,10 +72,12 @@ def build(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
 
 def explicit_dtype(cfg: "TrainConfig", default):
-    """`--dtype` when given, else the backend's `default`."""
+    """The weights' dtype: `--dtype` when given (fp16-mixed: fp32 master weights), else the
+    backend's `default`."""
     import torch
 
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}.get(cfg.dtype, default)
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+            "fp16-mixed": torch.float32}.get(cfg.dtype, default)
 
 
 # ---------------------------------------------------------------- Hugging Face bases

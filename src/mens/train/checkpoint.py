@@ -39,6 +39,7 @@ class Progress:
     input_tokens: int = 0
     train_seconds: float = 0.0    # wall time spent training in earlier sessions
     last_loss: float | None = None
+    loss_scale: dict | None = None  # fp16-mixed: the loss scaler's state (GradScaler.state_dict())
 
     def to_dict(self) -> dict:
         return asdict(self)

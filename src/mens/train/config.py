@@ -19,7 +19,7 @@ from mens.errors import MensError
 
 from mens.train.backends import BUILDERS as BACKENDS  # the registry: a new backend is one builder
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "bf16", "fp16", "fp32", "bf16-mixed")
+DTYPES = ("auto", "bf16", "fp16", "fp32", "bf16-mixed", "fp16-mixed")
 DISTRIBUTED = ("auto", "ddp", "fsdp")
 # `optim` takes mens's names and transformers' TrainingArguments names for the same optimizers.
 OPTIM_ALIASES = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_bnb_8bit": "adamw_8bit"}
@@ -52,7 +52,8 @@ class TrainConfig:
     preset: str | None = opt(None, "tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)", group=_RUN)
     device: str = opt("auto", group=_RUN, choices=DEVICES)
     dtype: str = opt("auto", "compute dtype; qlora always computes in bf16; bf16-mixed = fp32 weights and optimizer, "
-                     "matmuls in bf16 under autocast, on a GPU or a CPU (1.5x faster on CPUs with AVX-512 BF16)",
+                     "matmuls in bf16 under autocast, on a GPU or a CPU (1.5x faster on CPUs with AVX-512 BF16); "
+                     "fp16-mixed = the same in fp16 with dynamic loss scaling, for GPUs without bf16 (T4, V100)",
                      group=_RUN, choices=DTYPES)
     distributed: str = opt("auto", "under torchrun: ddp (each rank holds the model) or fsdp (weights, gradients and "
                            "optimizer state sharded across ranks); default auto = ddp; ignored in one process",
@@ -158,6 +159,9 @@ class TrainConfig:
             raise bad("--distributed fsdp does not support --bench (a mid-run bench needs the whole model "
                       "on one rank)", "drop --bench and run `mens bench` on the finished run, or use "
                       "--distributed ddp")
+        if self.dtype == "fp16-mixed" and self.backend == "qlora":
+            raise bad("--dtype fp16-mixed does not apply to qlora (QLoRA computes in bf16)",
+                      "use --backend lora with --dtype fp16-mixed, or qlora with --dtype auto")
         if self.backend != "scratch" and not self.model:
             raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
         for name in ("lora_r", "lora_alpha", "seq_len", "micro_batch", "grad_accum", "log_interval",

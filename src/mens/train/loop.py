@@ -12,6 +12,7 @@ bench, Ctrl+C and interval checkpoints. Data-parallel details (DDP all-reduce, F
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ def train(cfg: TrainConfig, force_restart: bool = False,
     decoder, head, amp, sharded = session.decoder, session.head, session.amp, session.sharded
     optimizer, scheduler, params = session.optimizer, session.scheduler, session.params
     prog, telemetry, manifest = session.progress, session.telemetry, session.manifest
+    scaler = session.scaler
     total_steps, window, val_batches = session.total_steps, session.window, session.val_batches
     dev, rank, world, run_dir, main_rank, all_sum = run.dev, run.rank, run.world, run.run_dir, run.main, run.all_sum
 
@@ -101,6 +103,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
             say(f"step {prog.step}  bench pass@1 {pass_at_1:.3f}  parses {rates.get('parse_rate', 0.0):.3f}")
 
     def checkpoint(reason: str) -> None:
+        if scaler:
+            prog.loss_scale = scaler.state_dict()
         states = [rng_state()]
         if world > 1:
             states = [None] * world
@@ -144,16 +148,23 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                 for part, weight in distributed.passes(step_batches, rank, world, split, sharded):
                     with amp():
                         s, _ = batch_loss(decoder, head, part, dev, cfg.loss_chunk)
-                    (s * weight / n_window).backward()
+                    part_loss = s * weight / n_window
+                    (scaler.scale(part_loss) if scaler else part_loss).backward()
                     loss_sum += s.detach().double() * weight
                 if world > 1:
                     if run.mode == "ddp":  # FSDP has reduce-scattered the gradients during backward
                         distributed.all_reduce_grads(params)
                     all_sum(loss_sum)
                 clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+                if scaler:  # clip the true gradients; a step whose gradients overflowed is skipped
+                    scaler.unscale_(optimizer)
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
                 lr = scheduler.get_last_lr()[0]
-                optimizer.step()
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
 
@@ -172,7 +183,8 @@ def train(cfg: TrainConfig, force_restart: bool = False,
                     per_step = (now - t_session) / max(len(losses), 1)
                     eta = per_step * (total_steps - prog.step)
                     telemetry.event("step", prog.step, epoch=prog.epoch, loss=round(loss, 6), lr=lr,
-                                    grad_norm=round(grad_norm, 6), tokens=n_window,
+                                    grad_norm=round(grad_norm, 6) if math.isfinite(grad_norm) else None,
+                                    tokens=n_window,
                                     tokens_per_s=round(tps, 2), eta_s=round(eta, 1),
                                     progress=round(prog.step / total_steps, 4))
                     bar.update(description=f"train loss {loss:.4f}")

@@ -33,6 +33,8 @@ from mens.train.runtime import dropout_off
 from mens.train.speed import SpeedPlan, optimize_for_training
 from mens.train.telemetry import Telemetry
 
+AUTOCAST_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
 # Artifacts a --force-restart clears (never anything else in the directory).
 RUN_ARTIFACTS = ("checkpoints", "telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md",
                  "adapter_config.json", "adapter_model.safetensors", "tensorboard")
@@ -74,7 +76,7 @@ class Session:
     decoder: Any                        # the decoder body the loop calls (the FSDP root when sharded)
     head: Any                           # the LM head, called only at supervised positions
     sharded: distributed.Sharded | None
-    amp: Callable[[], Any]              # autocast for fp32 master weights on a bf16 GPU, else a no-op
+    amp: Callable[[], Any]              # autocast for fp32 master weights (bf16/fp16-mixed), else a no-op
     plan: SpeedPlan
     batches_of: Callable[[int], list]   # epoch → its micro-batches (the same on every rank)
     val_batches: list
@@ -86,6 +88,7 @@ class Session:
     progress: Progress
     manifest: Manifest
     telemetry: Telemetry
+    scaler: Any = None                  # fp16-mixed's loss scaler (torch.amp.GradScaler), else None
 
 
 def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
@@ -147,9 +150,14 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     decoder, head = decoder_and_head(model)
     # fp32 master weights (full/scratch) compute in bf16 on a GPU that has it; on a CPU only when
     # asked (bf16-mixed): the loss curve differs from fp32 in the last digits, so it is a choice.
-    mixed = built.dtype == torch.float32 and (cfg.dtype == "bf16-mixed" or (
-        cfg.dtype == "auto" and run.device == "cuda" and run.info.bf16))
-    amp = (lambda: torch.autocast(run.device, dtype=torch.bfloat16)) if mixed else contextlib.nullcontext
+    # fp16-mixed computes in fp16, whose narrow range needs the loss scaled (see `scaler`).
+    mixed = None
+    if built.dtype == torch.float32:
+        if cfg.dtype == "fp16-mixed":
+            mixed = torch.float16
+        elif cfg.dtype == "bf16-mixed" or (cfg.dtype == "auto" and run.device == "cuda" and run.info.bf16):
+            mixed = torch.bfloat16
+    amp = (lambda: torch.autocast(run.device, dtype=mixed)) if mixed else contextlib.nullcontext
 
     # ---------------------------------------------------------------- data
     if not val_pairs:
@@ -238,7 +246,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # ---------------------------------------------------------------- manifest and telemetry
     manifest = Manifest(
         base_model=built.base.to_dict() if built.base else None, backend=cfg.backend,
-        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", "") + ("+bf16-autocast" if mixed else ""),
+        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", "") + (f"+{AUTOCAST_NAMES[mixed]}-autocast" if mixed else ""),
         tokenizer={"source": built.tokenizer_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format,
                    "chat_template": cfg.chat_template, "added_tokens": built.added_tokens},
         data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
@@ -266,7 +274,25 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                         world_size=run.world, distributed=run.mode, examples=len(train_examples),
                         supervised_tokens=stats.supervised_tokens)
     return Session(built, decoder, head, sharded, amp, plan, batches_of, val_batches, window, total_steps,
-                   params, optimizer, scheduler, progress, manifest, telemetry)
+                   params, optimizer, scheduler, progress, manifest, telemetry,
+                   loss_scaler(run, progress) if mixed == torch.float16 else None)
+
+
+def loss_scaler(run: Run, progress: Progress):
+    """fp16-mixed's dynamic loss scaling (torch.amp.GradScaler; FSDP's sharded one under FSDP):
+    the loss is multiplied by a scale before backward so small gradients do not underflow fp16,
+    the gradients are divided by it before clipping, and a step whose gradients overflowed is
+    skipped and the scale halved. Its state travels in the checkpoint's progress, so a resumed
+    run goes on with the scale it had."""
+    if run.mode == "fsdp":
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        scaler = ShardedGradScaler(run.device)
+    else:
+        scaler = torch.amp.GradScaler(run.device)
+    if progress.loss_scale:
+        scaler.load_state_dict(progress.loss_scale)
+    return scaler
 
 
 # ---------------------------------------------------------------- the optimizer and the schedule

@@ -1,0 +1,21 @@
+"""mens.rl.run: what `mens dpo` and `mens rl` share."""
+
+from __future__ import annotations
+
+import torch
+
+from mens.rl import run as rl_run
+
+
+def test_trainer_computes_in_bf16_only_on_a_gpu_with_native_bf16(tmp_path, monkeypatch):
+    """TRL's Trainer gets bf16 autocast over the fp32 start model on a GPU with native bf16 (an
+    H100), fp32 on a T4-like GPU (bf16 only emulated) and on a CPU."""
+    def args(device):
+        return rl_run.trainer_args(tmp_path, steps=2, lr=1e-5, batch_size=2, seed=0, save_steps=1, device=device)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an H100
+    assert args("cuda")["bf16"] is True and args("cpu")["bf16"] is False
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)  # a T4: emulated only
+    assert args("cuda")["bf16"] is False
+    assert args("cuda")["fp16"] is False and args("cuda")["use_cpu"] is False
