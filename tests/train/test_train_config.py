@@ -120,3 +120,16 @@ def test_trl_and_hf_names_are_aliases_and_typos_get_a_suggestion(tmp_path):
     yaml.write_text("lr: 1.0e-4\nlearning_rate: 2.0e-4\n")
     with pytest.raises(MensError, match="both set lr"):
         resolve_config({"model": "m"}, str(yaml))
+
+
+def test_probe_names_the_mixed_precision_to_ask_for():
+    """`mens probe` says which --dtype gives mixed precision where the default would not: fp16-mixed
+    on a GPU without bf16 (T4), bf16-mixed on a CPU with AVX-512 BF16; nothing on a bf16 GPU."""
+    from mens.train.probe import Probe, format_probe
+
+    def probe(device, bf16):
+        return format_probe(Probe(device, "x", 1, 16.0, 64.0, 8, bf16, "2.13.0", None, "16g"))
+
+    assert "--dtype fp16-mixed" in probe("cuda", False)
+    assert "--dtype bf16-mixed" in probe("cpu", True)
+    assert "--dtype" not in probe("cuda", True) and "--dtype" not in probe("cpu", False)
