@@ -66,6 +66,10 @@ def test_engine_vllm(make_adapter_run, tiny_model_dir, run_cli):
     assert cmd[cmd.index("--model") + 1] == str(tiny_model_dir)
     assert "--enable-lora" in cmd and f"mine={run}" in cmd and f"other={run}" in cmd
     assert cmd[cmd.index("--max-lora-rank") + 1] == "8"
+    assert cmd[cmd.index("--tokenizer") + 1] == str(run)  # the chat template the adapter trained with
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(run).chat_template
     merged = vllm_command(str(tiny_model_dir), {}, name="m")
     assert "--enable-lora" not in merged and merged[merged.index("--served-model-name") + 1] == "m"
     try:

@@ -34,6 +34,10 @@ def vllm_command(model: str, adapters: dict[str, str], *, host: str = "127.0.0.1
            "--host", host, "--port", str(port)]
     if not is_adapter_run(model):
         cmd += ["--served-model-name", served]
+    elif (Path(model) / "tokenizer_config.json").is_file():
+        # The run's tokenizer, not the base's: `mens train` saves the chat template it trained
+        # with there (ChatML where the base had none), and a chat request needs that template.
+        cmd += ["--tokenizer", str(model)]
     if lora:
         ranks = [int(json.loads((Path(p) / "adapter_config.json").read_text()).get("r", 8)) for p in lora.values()]
         rank = next((r for r in _VLLM_LORA_RANKS if r >= max(ranks)), max(ranks))
