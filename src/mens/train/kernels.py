@@ -109,6 +109,9 @@ class RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, eps):
         normed, rstd = torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], None, eps)
+        # [..., 1] on the CPU (the decomposition); a view to that shape whatever a device kernel
+        # returns, so backward broadcasts it over the hidden size either way.
+        rstd = rstd.reshape(*x.shape[:-1], 1)
         ctx.save_for_backward(x, rstd, weight)
         return weight * normed
 
