@@ -41,6 +41,16 @@ def inputs(t: Path) -> None:
     (t / "adir").mkdir()
     (t / "afile").write_text("a file, not a folder\n")
     (t / "r" / "v.validate_report.json").mkdir(parents=True)  # the report's place is taken
+    (t / "r" / "m.mix_report.json").mkdir()
+    mix = "sources: [{path: pairs.jsonl%s}]\noutput: %s\n"
+    (t / "mix_ok.yaml").write_text(mix % ("", "train.jsonl"))
+    (t / "mix_self.yaml").write_text(mix % ("", "pairs.jsonl"))
+    (t / "mix_optional_str.yaml").write_text(mix % (", optional: 'no'", "train.jsonl"))
+    (t / "mix_shuffle_str.yaml").write_text(mix % ("", "train.jsonl") + "shuffle: 'false'\n")
+    (t / "mix_no_lane.yaml").write_text(mix % ("", "train.jsonl") + "include_lanes: [nosuchlane]\n")
+    (t / "mix_folder.yaml").write_text("sources: [{path: adir}]\noutput: train.jsonl\n")
+    (t / "units_frontmatter.jsonl").write_text(json.dumps({**UNIT, "frontmatter": ["a"]}) + "\n")
+    (t / "units_heading.jsonl").write_text(json.dumps({**UNIT, "kind": "doc_prose", "heading": 5}) + "\n")
 
 
 OUTPUT_IS_FOLDER = "the output is an existing folder"
@@ -115,6 +125,35 @@ CASES = {
     "validate-missing-input": (["corpus", "validate", "{t}/none.jsonl", "-o", "{t}/v.jsonl"], 2, "file not found"),
     "extract-missing-path": (["corpus", "extract", "{t}/none", "-o", "{t}/u.jsonl"], 2, "path not found"),
     "vox-check-missing": (["vox", "check", "{t}/none.vox"], 2, "no such file or folder"),
+    # a check of nothing: a folder without .vox files
+    "vox-check-no-vox-files": (["vox", "check", "{t}/adir"], 2, "no .vox files in this folder ({t}/adir)"),
+    "vox-constructs-no-vox-files": (["vox", "constructs", "{t}/src"], 2, "no .vox files in this folder ({t}/src)"),
+    # `-o ''` is the current folder (no name for a report beside it), an output that is an input
+    "extract-output-empty": (["corpus", "extract", "{t}/src", "-o", ""], 2, "the output is an existing folder (-o .)"),
+    "generate-output-empty": (["generate-data", "--limit", "3", "-o", ""], 2, "the output is an existing folder"),
+    "stats-input-empty": (["corpus", "stats", ""], 2, "not a file path (.)"),
+    "extract-output-is-input": (["corpus", "extract", "{t}/src/a.py", "-o", "{t}/src/a.py"], 2,
+                                "the output would overwrite the input ({t}/src/a.py)"),
+    # mix: its output over a source or over the config, its report's place taken, wrong types
+    "mix-output-is-source": (["corpus", "mix", "--config", "{t}/mix_self.yaml"], 2,
+                             "the mix output would overwrite its source ({t}/pairs.jsonl)"),
+    "mix-output-is-config": (["corpus", "mix", "--config", "{t}/mix_ok.yaml", "-o", "{t}/mix_ok.yaml"], 2,
+                             "the output would overwrite the input ({t}/mix_ok.yaml)"),
+    "mix-report-place-is-folder": (["corpus", "mix", "--config", "{t}/mix_ok.yaml", "-o", "{t}/r/m.jsonl"], 2,
+                                   "(report {t}/r/m.mix_report.json)"),
+    "mix-optional-not-bool": (["corpus", "mix", "--config", "{t}/mix_optional_str.yaml"], 2,
+                              "'optional' must be true or false, got 'no' ({t}/mix_optional_str.yaml: sources[0])"),
+    "mix-shuffle-not-bool": (["corpus", "mix", "--config", "{t}/mix_shuffle_str.yaml"], 2,
+                             "'shuffle' must be true or false, got 'false' ({t}/mix_shuffle_str.yaml)"),
+    "mix-no-rows-names-config": (["corpus", "mix", "--config", "{t}/mix_no_lane.yaml"], 2,
+                                 "the mix produced no rows ({t}/mix_no_lane.yaml)"),
+    "mix-source-folder": (["corpus", "mix", "--config", "{t}/mix_folder.yaml"], 2,
+                          "mix source is a folder, not a file ({t}/adir)"),
+    # pairs: unit fields of the wrong type
+    "pairs-unit-frontmatter-list": (["corpus", "pairs", "{t}/units_frontmatter.jsonl", "-o", "{t}/p.jsonl"], 2,
+                                    "field(s) of the wrong type: frontmatter ({t}/units_frontmatter.jsonl:1)"),
+    "pairs-unit-heading-int": (["corpus", "pairs", "{t}/units_heading.jsonl", "-o", "{t}/p.jsonl"], 2,
+                               "field(s) of the wrong type: heading ({t}/units_heading.jsonl:1)"),
 }
 
 
@@ -193,3 +232,15 @@ def test_vox_check_of_non_utf8_stdin_is_one_line(run_cli, monkeypatch):
     code, out, err = run_cli("vox", "check", "-")
     assert code == 2 and out == "" and err.strip() == (
         "mens: error: not UTF-8 text (byte 35) (<stdin>:2) — re-encode the file as UTF-8")
+
+
+@pytest.mark.parametrize("report", ["[1, 2]", '{"fingerprint": 5}'])
+def test_incremental_extract_over_a_garbled_report_starts_afresh(tmp_path, run_cli, report):
+    """A previous report that is JSON but not a report is not reused, never a traceback."""
+    inputs(tmp_path)
+    out = tmp_path / "u.jsonl"
+    out.write_text(json.dumps(UNIT) + "\n")
+    (tmp_path / "u.extract_report.json").write_text(report)
+    code, _, err = run_cli("corpus", "extract", tmp_path / "src", "-o", out, "--incremental")
+    assert code == 0, err
+    assert json.loads(out.read_text().splitlines()[0])["path"] == str(tmp_path / "src" / "a.py")

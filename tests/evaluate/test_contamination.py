@@ -37,3 +37,18 @@ def test_prompt_and_reformatted_reference_are_found(tmp_path, run_cli):
     clean.write_text(json.dumps(rows[2]) + "\n")
     code, out, _ = run_cli("decontaminate", "--bench", bench, "--data", clean)
     assert code == 0 and "0 contaminated" in out
+
+
+def test_rows_with_fields_of_any_type_are_read_not_a_traceback(tmp_path, run_cli):
+    """Any row shape counts: a number prompt beside messages, messages that are not a list."""
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"id": "t", "lang": "python", "prompt": "Write a sorting routine for lists.",
+                                 "expect_contains": []}) + "\n")
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": 5, "messages": [{"role": "user", "content": "write a sorting routine for lists"},
+                                       {"role": "assistant", "content": "x"}]},
+            {"prompt": "a", "response": ["b"], "messages": 5}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = run_cli("decontaminate", "--bench", bench, "--data", data)
+    assert "Traceback" not in err and code == 0, err
+    assert "2 training rows: 0 contaminated" in out

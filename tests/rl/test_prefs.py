@@ -126,3 +126,30 @@ def test_prefs_from_the_models_own_samples(run_cli, tiny_model_dir, tmp_path):
 def test_bad_input(run_cli, pairs_file, tmp_path, argv, phrase):
     argv = [str(pairs_file) if a == "PAIRS" else a for a in argv]
     assert_one_line_error(run_cli, ["corpus", "prefs", *argv, "-o", tmp_path / "p.jsonl"], 2, phrase, [tmp_path])
+
+
+@pytest.mark.parametrize("case, phrase", [
+    ("no-error-correction", "no preference pairs made: the pair files hold no error-correction rows"),
+    ("not-objects", "no preference pairs made"),
+    ("output-is-input", "the output would overwrite the input"),
+    ("report-place-taken", "(report {t}/p.prefs_report.json)"),
+])
+def test_prefs_that_would_make_nothing_or_clobber_an_input(run_cli, pairs_file, tmp_path, case, phrase):
+    """An empty prefs.jsonl is an error here, not a surprise in `mens dpo`; -o over an input and a
+    report whose place is taken are refused before any work."""
+    rows = [json.loads(line) for line in pairs_file.read_text().splitlines()]
+    pairs = tmp_path / "pairs.jsonl"
+    out = tmp_path / "p.jsonl"
+    if case == "no-error-correction":
+        pairs.write_text("".join(json.dumps(r) + "\n" for r in rows if r.get("lane") != "error_correction"))
+    elif case == "not-objects":
+        pairs.write_text("[1, 2]\n\"text\"\n")
+    else:
+        pairs.write_text(pairs_file.read_text())
+    if case == "output-is-input":
+        out = pairs
+    if case == "report-place-taken":
+        (tmp_path / "p.prefs_report.json").mkdir()
+    before = pairs.read_bytes()
+    assert_one_line_error(run_cli, ["corpus", "prefs", pairs, "-o", out], 2, phrase.format(t=tmp_path), [tmp_path])
+    assert pairs.read_bytes() == before

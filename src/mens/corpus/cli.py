@@ -143,13 +143,17 @@ def _edge(command, source: str | None = None):
     return run
 
 
-def _outputs(*paths: tuple[Path | None, str]) -> None:
-    """Every output (and the report beside it) can be written: checked before any work."""
+def _outputs(*paths: tuple[Path | None, str], report: str | None = None) -> None:
+    """Every output, and the report of stage `report` beside the first, can be written: checked
+    before any work (the output first: `-o ''` is a folder, which has no report name)."""
+    from mens.corpus.report import report_path
     from mens.files import check_output
 
     for path, flag in paths:
         if path is not None:
             check_output(path, flag)
+    if report:
+        check_output(report_path(paths[0][0], report), "report")
 
 
 def _positive(value: int | None, flag: str, example: str) -> None:
@@ -170,12 +174,12 @@ def _not_input(out: Path, *inputs: Path) -> None:
 def _extract(args) -> int:
     from mens.corpus.extract import extract
     from mens.corpus.parallel import default_workers
-    from mens.corpus.report import report_path
     from mens.progress import say
 
     default_workers(args.workers)
     _positive(args.max_bytes, "--max-bytes", "1000000")
-    _outputs((args.output, "-o"), (report_path(args.output, "extract"), "report"))
+    _not_input(args.output, *args.paths)
+    _outputs((args.output, "-o"), report="extract")
     report = extract(args.paths, args.output, incremental=args.incremental,
                      docs_training_only=not args.all_docs, langs=args.lang, max_bytes=args.max_bytes,
                      workers=args.workers, follow_external_links=args.follow_external_links)
@@ -188,11 +192,10 @@ def _pairs(args) -> int:
     from mens.progress import say
 
     from mens.corpus.parallel import default_workers
-    from mens.corpus.report import report_path
 
     default_workers(args.workers)
     _not_input(args.output, args.units)
-    _outputs((args.output, "-o"), (report_path(args.output, "pairs"), "report"))
+    _outputs((args.output, "-o"), report="pairs")
     report = make_pairs(args.units, args.output, seed=args.seed, lenient=args.lenient,
                         error_correction=not args.no_error_correction, workers=args.workers)
     say(report.summary())
@@ -204,14 +207,12 @@ def _validate(args) -> int:
     from mens.progress import say
 
     from mens.corpus.parallel import default_workers
-    from mens.corpus.report import report_path
 
     default_workers(args.workers)
     _not_input(args.output, args.pairs)
     if args.quarantine:
         _not_input(args.quarantine, args.pairs)
-    _outputs((args.output, "-o"), (report_path(args.output, "validate"), "report"),
-             (args.quarantine, "--quarantine"))
+    _outputs((args.output, "-o"), (args.quarantine, "--quarantine"), report="validate")
     report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
                       lenient=args.lenient, workers=args.workers, lang=args.lang, keep_unsafe=args.keep_unsafe)
     say(report.summary())
@@ -228,10 +229,13 @@ def _validate(args) -> int:
 
 
 def _mix(args) -> int:
-    from mens.corpus.mix import mix
+    from mens.corpus.mix import load_config, mix
     from mens.progress import say
 
-    _outputs((args.output, "-o"))
+    cfg = load_config(args.config)
+    out = args.output or cfg.output
+    _not_input(out, args.config)  # a source as the output is refused by mix() itself
+    _outputs((out, "-o" if args.output else "output"), report="mix")
     report = mix(args.config, allow_missing=args.allow_missing_sources, lenient=args.lenient,
                  output=args.output)
     say(report.summary())
@@ -290,10 +294,8 @@ def _generate(args) -> int:
     from mens.corpus.synth.generate import generate_data
     from mens.progress import say
 
-    from mens.corpus.report import report_path
-
     _positive(args.limit, "--limit", "500")
-    _outputs((args.output, "-o"), (report_path(args.output, "generate"), "report"))
+    _outputs((args.output, "-o"), report="generate")
     report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind)
     say(report.summary())
     return 0

@@ -192,8 +192,9 @@ def _previous_units(out: Path, fingerprint: dict) -> dict[str, list[Unit]]:
     old = read_report(out, "extract")
     if not out.is_file() or not old:
         return {}
-    prev = old.get("fingerprint", {})
-    if prev.get("packs") != fingerprint["packs"] or prev.get("params") != fingerprint["params"]:
+    prev = old.get("fingerprint")
+    if not isinstance(prev, dict) or prev.get("packs") != fingerprint["packs"] \
+            or prev.get("params") != fingerprint["params"]:
         return {}
     by_path: dict[str, list[Unit]] = {}
     try:

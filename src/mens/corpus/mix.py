@@ -69,6 +69,14 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
     return float(value)
 
 
+def _flag(value: Any, key: str, where: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise MensError(f"'{key}' must be true or false, got {value!r}", where, "fix mix.yaml")
+    return value
+
+
 def load_config(config_path: str | Path) -> MixConfig:
     """A mix.yaml → MixConfig; relative paths in it are relative to its folder."""
     from mens.files import read_yaml
@@ -105,7 +113,7 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
             raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")
         rate = src.get("sample_rate")
         sources.append(MixSource(_join(base, src["path"]), _num(src.get("weight", 1.0), "weight", at, 0.0),
-                                 bool(src.get("optional", False)),
+                                 _flag(src.get("optional"), "optional", at, False),
                                  None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt))
     lanes = {}
     for key in ("include_lanes", "exclude_lanes"):
@@ -116,7 +124,8 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise MensError("'seed' must be an integer", where, "fix mix.yaml")
-    return MixConfig(sources, _join(base, raw["output"]), seed, shuffle=bool(raw.get("shuffle", True)), **lanes)
+    return MixConfig(sources, _join(base, raw["output"]), seed,
+                     shuffle=_flag(raw.get("shuffle"), "shuffle", where, True), **lanes)
 
 
 def _join(base: Path, path: str) -> Path | str:
@@ -148,6 +157,11 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
     """Mix `cfg.sources` into `output` (default `cfg.output`) and write the report beside it.
     `where` names the spec in errors; `inputs` are further {path: hash} the output depends on."""
     out = Path(output) if output else cfg.output
+    for src in cfg.sources:
+        if isinstance(src.path, Path) and src.path.is_dir():
+            raise MensError("mix source is a folder, not a file", str(src.path), "give a .jsonl or .parquet file")
+        if isinstance(src.path, Path) and out.exists() and src.path.exists() and out.resolve() == src.path.resolve():
+            raise MensError("the mix output would overwrite its source", str(out), "write the mix to another file")
     report = Report("mix", str(out))
     rng = random.Random(cfg.seed)
     rows: list[dict] = []
@@ -170,14 +184,14 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
                 continue
             entry["fingerprint"] = hashes[str(src.path)] = fingerprint
             skipped: list[str] | None = [] if lenient else None
-            for where, pair in iter_pairs(src.path, src.record_format, skipped):
+            for at, pair in iter_pairs(src.path, src.record_format, skipped):
                 entry["input_rows"] += 1
                 lane = pair.lane or "codegen"
                 # The draws below happen for every row in a fixed order, so a seed fixes the output.
                 keep = src.sample_rate is None or rng.random() < src.sample_rate
                 copies = int(src.weight) + (1 if rng.random() < src.weight - int(src.weight) else 0)
                 if (cfg.include_lanes and lane not in cfg.include_lanes) or lane in cfg.exclude_lanes:
-                    report.drop("lane_filtered", where, f"lane {lane}")
+                    report.drop("lane_filtered", at, f"lane {lane}")
                     continue
                 if not keep:
                     report.counts["sampled_out"] += 1

@@ -145,6 +145,13 @@ def make_prefs(pairs: list[str | Path], output: str | Path, *, bench: str | Path
             asked = drop_contaminated(asked, bench, report)
         sampled = sample_prefs(model, asked, report, **sampling) if asked else []
         rows += drop_contaminated(sampled, bench, report) if bench is not None and sampled else sampled
+    if not rows:  # an empty prefs.jsonl would only fail later, in `mens dpo`
+        why = (f"dropped: {', '.join(f'{k} {v}' for k, v in sorted(report.dropped.items()))}" if report.dropped
+               else "the pair files hold no error-correction rows" if pairs and not model
+               else "no candidate pair")
+        raise MensError(f"no preference pairs made: {why}", ", ".join(map(str, pairs or [prompts])),
+                        "give pairs from `mens corpus pairs` without --no-error-correction, "
+                        "or --model with --prompts")
     report.counts["rows_written"] = write_jsonl_atomic(output, rows)
     report.write()
     return report
@@ -172,8 +179,8 @@ def register(corpus) -> None:
 
 
 def _cmd(args) -> int:
+    from mens.corpus.cli import _not_input, _outputs
     from mens.evaluate.checks import at_least, check_input_file
-    from mens.files import check_output
 
     if not args.pairs and not args.model:
         raise MensError("nothing to build from", "mens corpus prefs", "give pair files, or --model with --prompts")
@@ -193,7 +200,8 @@ def _cmd(args) -> int:
                             "their scores (min gap)")
     if args.bench is not None and not args.bench.exists():
         raise MensError("bench not found", str(args.bench), "give a bench .jsonl file or a folder holding some")
-    check_output(args.output, "-o")
+    _not_input(args.output, *args.pairs, *([args.prompts] if args.prompts else []))
+    _outputs((args.output, "-o"), report="prefs")
     if args.model:
         from mens.hf import check_files, check_source
 

@@ -62,6 +62,10 @@ class Report:
 def report_path(output: str | Path, stage: str) -> Path:
     """`out/units.jsonl` + `extract` → `out/units.extract_report.json`."""
     output = Path(output)
+    if not output.name:  # `''`, `.`, `/`: a folder, with no stem to name a report after
+        from mens.errors import MensError
+
+        raise MensError("not a file path", str(output), "give a file path, e.g. out/units.jsonl")
     return output.with_name(f"{output.stem}.{stage}_report.json")
 
 
@@ -70,6 +74,7 @@ def read_report(output: str | Path, stage: str) -> dict[str, Any] | None:
 
     path = report_path(output, stage)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return report if isinstance(report, dict) else None  # a report edited into a list is no report

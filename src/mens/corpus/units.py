@@ -48,14 +48,21 @@ class Unit:
 _FIELD_NAMES = tuple(f.name for f in fields(Unit))
 _FIELDS = set(_FIELD_NAMES)
 _REQUIRED = ("kind", "source", "path", "construct", "code")
+_OPTIONAL = (("lang", str), ("name", str), ("doc_comment", str), ("ast_hash", str), ("heading", str),
+             ("context", str), ("file_hash", str), ("frontmatter", dict), ("constructs", list), ("span", list),
+             ("script", bool))
 
 
 def unit_from_dict(obj: Any, where: str) -> Unit:
     if not isinstance(obj, dict):
         raise MensError("expected a unit object", where, "give the output of `mens corpus extract`")
     missing = [k for k in _REQUIRED if not isinstance(obj.get(k), str)]
-    if missing or obj.get("kind") not in UNIT_KINDS:
-        what = f"missing field(s) {', '.join(missing)}" if missing else f"unknown unit kind {obj.get('kind')!r}"
+    wrong = [k for k, types in _OPTIONAL if obj.get(k) is not None and not isinstance(obj[k], types)]
+    wrong += [] if all(isinstance(c, str) for c in obj.get("constructs") or []) else ["constructs"]
+    if missing or wrong or obj.get("kind") not in UNIT_KINDS:
+        what = (f"missing or non-string field(s) {', '.join(missing)}" if missing
+                else f"field(s) of the wrong type: {', '.join(dict.fromkeys(wrong))}" if wrong
+                else f"unknown unit kind {obj.get('kind')!r}")
         raise MensError(f"not a unit: {what}", where, "give the output of `mens corpus extract`")
     return Unit(**{k: v for k, v in obj.items() if k in _FIELDS})
 

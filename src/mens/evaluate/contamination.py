@@ -37,9 +37,10 @@ def _training_texts(paths: list[str | Path]) -> list[tuple[str, str, str]]:
         for lineno, obj in iter_jsonl(path):
             if not isinstance(obj, dict):
                 continue
-            prompt = obj.get("prompt") or obj.get("instruction") or ""
-            response = obj.get("response") or obj.get("output") or ""
-            for m in obj.get("messages") or []:
+            prompt = str(obj.get("prompt") or obj.get("instruction") or "")  # a number or a list is text too
+            response = str(obj.get("response") or obj.get("output") or "")
+            messages = obj.get("messages")
+            for m in messages if isinstance(messages, list) else []:
                 if isinstance(m, dict) and m.get("role") == "user":
                     prompt += "\n" + str(m.get("content", ""))
                 elif isinstance(m, dict) and m.get("role") == "assistant":
@@ -59,6 +60,9 @@ def find_contamination(bench: str | Path, data: list[str | Path], min_words: int
     if not tasks:
         raise MensError("the bench holds no tasks", str(bench), "give a .jsonl file with one task a line")
     rows = _training_texts(list(data))
+    if not rows:  # a check that saw nothing must not pass
+        raise MensError("no training rows to check against: the data holds no JSON object",
+                        ", ".join(map(str, data)), "give the training JSONL files, one JSON object a line")
     norm_rows = [(where, normalise(p), normalise(r), r) for where, p, r in rows]
     hashes: dict[str, dict[str, str]] = {}  # lang -> structural hash -> where
     hits: list[dict[str, str]] = []

@@ -64,7 +64,10 @@ def collect_sources(paths: list[str]) -> list[str]:
             continue
         p = Path(raw)
         if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*.vox")) if f.is_file())
+            found = [str(f) for f in sorted(p.rglob("*.vox")) if f.is_file()]
+            if not found:  # a check of nothing must not pass
+                raise MensError("no .vox files in this folder", raw, "give a folder holding .vox files")
+            out.extend(found)
         elif p.is_file():
             out.append(str(p))
         else:
