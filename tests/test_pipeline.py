@@ -246,6 +246,31 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("edit, message", [
+    ({"bench": {"k": -1}}, "bench.k must be a whole number, 1 or more, got -1"),
+    ({"bench": {"max_new_tokens": 0}}, "bench.max_new_tokens must be"),
+    ({"bench": {"temperature": "hot"}}, "bench.temperature must be 0 (greedy) or more"),
+    ({"corpus": {"sources": "vox"}}, "corpus.sources must be a list"),
+    ({"corpus": {"sources": 5}}, "corpus.sources must be a list"),
+    ({"corpus": {"langs": [5]}}, "corpus.langs must be a list"),
+    ({"seed": "abc"}, "seed must be a whole number"),
+    ({"generate_data": {"count": "many"}}, "generate_data.count must be 0 or more"),
+    ({"mix": {"sources": [5]}}, "mix.sources must be a list of paths"),
+    ({"gate": {"policy": ["gates.yaml"]}}, "gate.policy must be a gate policy YAML"),
+    ({"model": 5}, "model must be a model path or hub id"),
+])
+def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, tmp_path, edit, message):
+    """Found when the config is read (even by --dry-run), not when the stage reading it is
+    reached after corpus and training — and never a traceback."""
+    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    for key, value in edit.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) else value
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_binary_or_deeply_nested_config_is_a_one_line_error(run_cli, tmp_path):
     for body in (b"seed: \xff\xfe\n", b"seed: " + b"[" * 100_000 + b"\n"):
         (tmp_path / "p.yaml").write_bytes(body)

@@ -112,9 +112,20 @@ def read_manifest(run: str | Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise MensError(f"malformed training manifest: {exc.msg}", str(path), "re-run mens train") from None
+    if not isinstance(manifest, dict):
+        raise MensError(f"the training manifest is a JSON {type(manifest).__name__}, not an object", str(path),
+                        "restore the file, or re-run mens train")
+    for key in _MANIFEST_OBJECTS:  # what merge, export, push and status read with `.get`
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise MensError(f"the training manifest's {key!r} is a JSON {type(manifest[key]).__name__}, not an object",
+                            str(path), "restore the file, or re-run mens train")
+    return manifest
+
+
+_MANIFEST_OBJECTS = ("base_model", "provenance", "hyperparameters", "results")
 
 
 def is_adapter_run(path: str | Path) -> bool:
@@ -125,7 +136,8 @@ def adapter_base(run: str | Path) -> str:
     """The base a run's adapter was trained on: the manifest's path when it still exists, else
     `adapter_config.json`'s `base_model_name_or_path` (a path or a hub id)."""
     run = Path(run)
-    base = read_manifest(run).get("base_model") or {}
+    base = read_manifest(run).get("base_model")
+    base = base if isinstance(base, dict) else {}
     for candidate in (base.get("path"), base.get("id")):
         if candidate and Path(candidate).is_dir():
             return str(candidate)
@@ -264,6 +276,10 @@ def check_device(device: str) -> None:
         raise MensError(f"unsupported device {device!r}", "--device", "use auto, cpu, cuda or cuda:N")
 
 
+# The JSON files of a model or run directory that loaders read as objects (`.get`, `**`).
+_OBJECT_FILES = {"config.json", ADAPTER_CONFIG, MANIFEST, "generation_config.json", "tokenizer_config.json"}
+
+
 def check_files(path: str | Path) -> None:
     """Every JSON file of a model or run directory parses, every safetensors header is whole.
     Hub ids (not a directory here) are left to the loader."""
@@ -272,11 +288,13 @@ def check_files(path: str | Path) -> None:
         return
     for f in sorted(p.glob("*.json")):
         try:
-            json.loads(f.read_bytes())
+            obj = json.loads(f.read_bytes())
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise MensError(f"corrupt JSON file: {first_line(exc)}", str(f), _FIX) from None
         except OSError as exc:
             raise MensError(f"cannot read the file: {exc.strerror}", str(f), "check its permissions") from None
+        if f.name in _OBJECT_FILES and not isinstance(obj, dict):
+            raise MensError(f"corrupt JSON file: a JSON {type(obj).__name__}, not an object", str(f), _FIX)
     for f in sorted(p.glob("*.safetensors")):
         from safetensors import safe_open
 

@@ -1,4 +1,4 @@
-"""Bad input to `mens bench | decontaminate | gate | card | report | merge`: each case is one line
+"""Bad input to `mens bench | decontaminate | gate | card | report | status | merge | export`: each case is one line
 `mens: error: … (where) — what to do`, exit code 2, no traceback, and nothing written (not even a
 temp file) — checked before any model is loaded wherever the input can be checked without one.
 
@@ -31,6 +31,8 @@ def inputs(t: Path, model: Path, run: Path, argv: str) -> None:
     (t / "noprompt.jsonl").write_text(json.dumps({"id": "x"}) + "\n")
     (t / "dup.jsonl").write_text(json.dumps(TASK) + "\n" + json.dumps(TASK) + "\n")
     (t / "needles.jsonl").write_text(json.dumps({**TASK, "expect_contains": "fn"}) + "\n")
+    (t / "ctx_str.jsonl").write_text(json.dumps({**TASK, "context_files": "a.vox"}) + "\n")
+    (t / "badlang.jsonl").write_text(json.dumps({**TASK, "lang": 5}) + "\n")
     (t / "abs_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["/etc/passwd"]}) + "\n")
     (t / "up_ctx.jsonl").write_text(json.dumps({**TASK, "context_files": ["../outside.vox"]}) + "\n")
     (t.parent / "outside.vox").write_text("fn f() to int { return 1 }\n")
@@ -66,6 +68,8 @@ def inputs(t: Path, model: Path, run: Path, argv: str) -> None:
         "run_binarytele": ("telemetry.jsonl", b"\x00\xff\xfe\x01" * 50),
         "run_badeval": ("eval_results.json", b"[1, 2,"),
         "run_binarybench": ("benchmark_results.json", b"\xff\xd8\xff\xe0" * 10),
+        "run_listbench": ("benchmark_results.json", b"[1, 2]"),
+        "run_listmanifest": ("training_manifest.json", b'"a string"'),
     }
     for name, (file, data) in runs.items():
         if name in argv:
@@ -88,6 +92,9 @@ def inputs(t: Path, model: Path, run: Path, argv: str) -> None:
         "r_truncated": (run, "adapter_model.safetensors", None),
         "r_zero": (run, "adapter_model.safetensors", b""),
         "r_badmanifest": (run, "training_manifest.json", b"\xff\xfe{"),
+        "r_listmanifest": (run, "training_manifest.json", b"[1, 2]"),
+        "r_strbase": (run, "training_manifest.json", json.dumps({"base_model": "somewhere", "backend": "lora"}).encode()),
+        "r_listadapterconfig": (run, "adapter_config.json", b"[1]"),
     }
     for name, (src, file, data) in models.items():
         if name in argv:
@@ -152,6 +159,10 @@ CASES = {
                                "context file 'link.vox' is outside the bench folder"),
     "bench-context-missing": (B[:4] + ["{t}/gone_ctx.jsonl", "-o", "{t}/out.json"], 2,
                               "context file 'gone.vox' not found ({t}/gone_ctx.jsonl:1)"),
+    "bench-context-files-not-list": (B[:4] + ["{t}/ctx_str.jsonl", "-o", "{t}/out.json"], 2,
+                                     "'context_files' must be a list of strings ({t}/ctx_str.jsonl:1)"),
+    "bench-unknown-lang": (B[:4] + ["{t}/badlang.jsonl", "-o", "{t}/out.json"], 2,  # before the model loads
+                           "unknown lang '5'"),
     "bench-duplicate-ids": (B[:4] + ["{t}/dup.jsonl", "-o", "{t}/out.json"], 2, "duplicate task id 't1' ({t}/dup.jsonl:2)"),
     "bench-needles-not-list": (B[:4] + ["{t}/needles.jsonl", "-o", "{t}/out.json"], 2,
                                "'expect_contains' must be a list of strings"),
@@ -175,6 +186,9 @@ CASES = {
     "bench-adapter-truncated": (MB + ["{t}/r_truncated"], 2, "corrupt safetensors file"),
     "bench-adapter-empty-weights": (MB + ["{t}/r_zero"], 2, "({t}/r_zero/adapter_model.safetensors)"),
     "bench-adapter-binary-manifest": (MB + ["{t}/r_badmanifest"], 2, "({t}/r_badmanifest/training_manifest.json)"),
+    "bench-adapter-list-manifest": (MB + ["{t}/r_listmanifest"], 2, "a JSON list, not an object"),
+    "bench-adapter-list-config": (MB + ["{t}/r_listadapterconfig"], 2,
+                                  "a JSON list, not an object ({t}/r_listadapterconfig/adapter_config.json)"),
     "bench-adapter-base-gone": (MB + ["{t}/r_nobase"], 2, "{t}/gone"),
     # decontaminate
     "deco-missing-bench": (["decontaminate", "--bench", "{t}/none.jsonl", "--data", "{t}/data.jsonl"], 2,
@@ -190,6 +204,8 @@ CASES = {
     "deco-deep-data": (D[:4] + ["{t}/deep.jsonl"], 2, "({t}/deep.jsonl:2)"),
     "deco-output-folder": (D + ["-o", "{t}/adir"], 2, OUTPUT_IS_FOLDER),
     "deco-output-under-file": (D + ["-o", "{t}/afile/r.json"], 2, "is a file, not a folder"),
+    "deco-empty-data": (D[:4] + ["{t}/empty.jsonl"], 2,
+                        "no training rows to check against: the data holds no JSON object ({t}/empty.jsonl)"),
     "deco-no-data": (["decontaminate", "--bench", "{t}/bench.jsonl", "--data"], 2,
                      "argument --data: expected at least one argument"),
     # gate
@@ -231,6 +247,8 @@ CASES = {
                                "({t}/run_badeval/eval_results.json)"),
     "gate-telemetry-latin1": (["gate", "--run", "{t}/run_latin1tele", "--policy", "{t}/policy.yaml"], 2,
                               "telemetry is not UTF-8 text (byte 30) ({t}/run_latin1tele/telemetry.jsonl:1)"),
+    "gate-bench-file-list": (["gate", "--run", "{t}/run_listbench", "--policy", "{t}/policy.yaml"], 2,
+                             "a JSON list, not an object ({t}/run_listbench/benchmark_results.json)"),
     "gate-telemetry-binary": (["gate", "--run", "{t}/run_binarytele", "--policy", "{t}/policy.yaml"], 2,
                               "telemetry is not UTF-8 text"),
     # card
@@ -241,6 +259,7 @@ CASES = {
     "card-manifest-deep": (["card", "{t}/run_deepmanifest"], 2, "JSON nested too deeply"),
     "card-bench-binary": (["card", "{t}/run_binarybench"], 2, "({t}/run_binarybench/benchmark_results.json)"),
     "card-eval-garbage": (["card", "{t}/run_badeval"], 2, "({t}/run_badeval/eval_results.json)"),
+    "card-bench-list": (["card", "{t}/run_listbench"], 2, "a JSON list, not an object"),
     "card-place-is-folder": (["card", "{t}/run_cardfolder/run"], 2, "({t}/run_cardfolder/run/MODEL_CARD.md)"),
     # report
     "report-missing-run": (["report", "{t}/none"], 2, "run directory not found ({t}/none)"),
@@ -251,6 +270,9 @@ CASES = {
     "report-telemetry-latin1": (["report", "{t}/run_latin1tele"], 2, "telemetry is not UTF-8 text"),
     "report-telemetry-binary": (["report", "{t}/run_binarytele"], 2, "({t}/run_binarytele/telemetry.jsonl:1)"),
     "report-manifest-garbage": (["report", "{t}/run_badmanifest"], 2, "cannot read JSON"),
+    "report-manifest-string": (["report", "{t}/run_listmanifest"], 2,
+                               "a JSON str, not an object ({t}/run_listmanifest/training_manifest.json)"),
+    "status-manifest-string": (["status", "{t}/run_listmanifest"], 2, "a JSON str, not an object"),
     "report-manifest-deep": (["report", "{t}/run_deepmanifest"], 2, "JSON nested too deeply"),
     # merge
     "merge-missing-run": (["merge", "{t}/none", "--out", "{t}/m"], 2, "run directory not found ({t}/none)"),
@@ -272,6 +294,12 @@ CASES = {
                               "({t}/r_badmanifest/training_manifest.json)"),
     "merge-model-truncated": (["merge", "{t}/m_truncated", "--out", "{t}/m"], 2, "corrupt safetensors file"),
     "merge-model-garbage-config": (["merge", "{t}/m_badconfig", "--out", "{t}/m"], 2, "corrupt JSON file"),
+    "merge-manifest-list": (["merge", "{t}/r_listmanifest", "--out", "{t}/m"], 2,
+                            "a JSON list, not an object ({t}/r_listmanifest/training_manifest.json)"),
+    "merge-manifest-base-string": (["merge", "{t}/r_strbase", "--out", "{t}/m"], 2,
+                                   "the training manifest's 'base_model' is a JSON str, not an object"),
+    "merge-adapter-config-list": (["merge", "{t}/r_listadapterconfig", "--out", "{t}/m"], 2, "a JSON list, not an object"),
+    "export-manifest-list": (["export", "{t}/r_listmanifest", "--gguf", "{t}/m.gguf"], 2, "a JSON list, not an object"),
     "merge-base-gone": (["merge", "{t}/r_nobase", "--out", "{t}/m"], 2, "{t}/gone"),
 }
 
@@ -292,3 +320,21 @@ def test_bad_input_is_one_line_and_writes_nothing(request, tmp_path, run_cli, ti
     inputs(tmp_path, tiny_model_dir, adapter_run, " ".join(argv))
     assert_one_line_error(run_cli, [a.format(**fill) for a in argv], code, phrase.format(**fill),
                           [tmp_path, tiny_model_dir, adapter_run])
+
+
+def test_result_files_with_wrong_typed_parts_render_what_they_can(tmp_path, run_cli):
+    """Objects whose parts have other types (a hand-edited receipt, a foreign bench file) are no
+    traceback: card and report leave the wrong-typed parts out, gate finds those metrics missing."""
+    run = make_run(tmp_path)
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    (run / "training_manifest.json").write_text(json.dumps({**manifest, "results": "abc", "name": 5,
+                                                            "data": {"path": 5}}))
+    (run / "eval_results.json").write_text(json.dumps({"parse_rate": 0.9, "by_category": {"a": "x", "b": [1]}}))
+    (run / "benchmark_results.json").write_text(json.dumps({"pass_at_1": 0.1, "by_category": {"a": 5, "b": {"pass_at_1": "x"}}}))
+    (run / "gate_receipt.json").write_text(json.dumps({"passed": True, "gates": [1, "x", {"verdict": '"><b>'}]}))
+    for argv, want in ((["report", run], 0), (["card", run], 0),
+                       (["gate", "--run", run, "--policy", tmp_path / "p.yaml", "-o", tmp_path / "r.json"], 1)):
+        (tmp_path / "p.yaml").write_text("gates:\n  - {metric: train.final_loss, op: '<=', threshold: 9}\n")
+        code, out, err = run_cli(*argv)
+        assert "Traceback" not in err and code == want, err
+    assert '"><b>' not in (run / "report.html").read_text()

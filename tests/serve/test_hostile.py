@@ -67,6 +67,7 @@ M = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 BAD_CHATS = [
     ("lone surrogate", _raw('{"model": "tiny", "messages": [{"role": "user", "content": "\\udc00"}]}'), None),
     ("no messages", {**M, "messages": []}, "messages"),
+    ("a message that is not an object", {**M, "messages": ["hi"]}, "messages"),
     ("unknown role", {**M, "messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
     ("a text part that is not text", {**M, "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
      "messages"),

@@ -96,6 +96,8 @@ HISTORY = [{"role": "user", "content": "Weather in Paris?"},
     ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools"),
     ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools"),
     ({"tools": {"type": "function"}}, "tools"),
+    ({"tools": [1]}, "tools"),                         # an item that is not an object: named, not "the body"
+    ({"messages": ["Weather in Paris?"]}, "messages"),
     ({"tools": [WEATHER], "tool_choice": "always"}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tool_choice": "required"}, "tool_choice"),

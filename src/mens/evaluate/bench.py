@@ -85,6 +85,7 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[tuple[BenchTa
     """(task, its file's directory) for every task, in file order; ids must be unique."""
     tasks: list[tuple[BenchTask, Path]] = []
     seen: set[str] = set()
+    langs: set[str] = set()
     for file in bench_files(path):
         for lineno, obj in iter_jsonl(file):
             where = f"{file}:{lineno}"
@@ -94,12 +95,25 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[tuple[BenchTa
             needles = obj.get("expect_contains") or []
             if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
                 raise MensError("'expect_contains' must be a list of strings", where, "fix the task")
+            files = obj.get("context_files") or []
+            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+                raise MensError("'context_files' must be a list of strings", where,
+                                "list paths relative to the bench file, e.g. [\"shapes.vox\"]")
             task = BenchTask(id=str(obj.get("id") or f"{file.stem}-{lineno}"), category=str(obj.get("category") or "other"),
                              prompt=obj["prompt"], expect_contains=needles,
-                             context_files=list(obj.get("context_files") or []), lang=str(obj.get("lang") or "vox"),
+                             context_files=files, lang=str(obj.get("lang") or "vox"),
                              reference=obj.get("reference") or obj.get("solution"), where=where)
             for rel in task.context_files:  # checked here, before any model loads
                 context_path(file.parent, str(rel), where)
+            if task.lang not in langs:  # its pack scores the answers: found now, not after generating
+                from mens.lang import get_pack
+
+                try:
+                    get_pack(task.lang)
+                except MensError as exc:
+                    raise MensError(f"unknown lang {task.lang!r}: {exc.what}", where,
+                                    "give a language pack name (vox, python, or a tree-sitter grammar)") from None
+                langs.add(task.lang)
             if task.id in seen:
                 raise MensError(f"duplicate task id {task.id!r}", where, "give every task its own id")
             seen.add(task.id)

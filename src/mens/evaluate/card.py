@@ -30,7 +30,9 @@ def read_json(path: Path) -> dict | None:
         raise MensError("JSON nested too deeply", str(path), "re-run the stage that writes it") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise MensError(f"cannot read JSON: {exc}", str(path), "re-run the stage that writes it") from None
-    return obj if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        raise MensError(f"a JSON {type(obj).__name__}, not an object", str(path), "re-run the stage that writes it")
+    return obj
 
 
 def _fmt(value: Any) -> str:
@@ -146,7 +148,7 @@ def _bench_section(bench: dict) -> list[str]:
 def _gate_section(receipt: dict) -> list[str]:
     verdict = "PASSED" if receipt.get("passed") else "FAILED"
     out = ["## Gates (`gate_receipt.json`)", "", f"Overall: **{verdict}** (policy `{receipt.get('policy', '?')}`)", ""]
-    gates = receipt.get("gates") or []
+    gates = [g for g in receipt.get("gates") or [] if isinstance(g, dict)] if isinstance(receipt.get("gates"), list) else []
     if gates:
         out += ["| gate | metric | value | rule | blocking | verdict |", "|---|---|---|---|---|---|"]
         for g in gates:
@@ -220,8 +222,9 @@ def hub_metadata(run_dir: str | Path, *, adapter: bool, base_model: str | None) 
         if isinstance(bench.get(key), (int, float)):
             results.append(EvalResult(task_type="text-generation", dataset_type="mens-bench", dataset_name=bench_name,
                                       metric_type=metric, metric_value=float(bench[key])))
-    for gate in (receipt or {}).get("gates") or []:
-        if isinstance(gate.get("value"), (int, float)) and not isinstance(gate.get("value"), bool):
+    gates = (receipt or {}).get("gates")
+    for gate in gates if isinstance(gates, list) else []:
+        if isinstance(gate, dict) and isinstance(gate.get("value"), (int, float)) and not isinstance(gate.get("value"), bool):
             results.append(EvalResult(task_type="text-generation", dataset_type="mens-gates",
                                       dataset_name=f"gate {gate.get('name')}", metric_type=str(gate.get("metric")),
                                       metric_value=float(gate["value"]), verified=False))

@@ -135,7 +135,8 @@ class MetricSource:
         self.paths = {src: (overrides or {}).get(src) or run / name for src, name in SOURCES.items()}
         self.docs: dict[str, dict | None] = {src: read_json(p) for src, p in self.paths.items()}
         manifest = self.docs["train"]
-        results = dict(manifest.get("results") or {}) if manifest else None
+        results = dict(manifest.get("results") if isinstance(manifest.get("results"), dict) else {}) \
+            if manifest else None
         if results is not None:
             losses = _telemetry_losses(run)
             if losses:

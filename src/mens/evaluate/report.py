@@ -157,6 +157,7 @@ def _mix_report(run: Path, manifest: dict) -> dict | None:
     data = manifest.get("data")
     paths = [d.get("train_file") or d.get("path") or d.get("file")
              for d in (data if isinstance(data, list) else [data]) if isinstance(d, dict)]
+    paths = [p for p in paths if isinstance(p, str)]
     for p in [*paths, *(run.glob("*.mix_report.json"))]:
         if not p:
             continue
@@ -191,6 +192,15 @@ def _base_run_events(manifest: dict) -> list[dict]:
     return read_telemetry(Path(path))
 
 
+def _obj(v: object) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _number(v: object) -> float:
+    """A bar's value: a number in the file, else 0."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else 0.0
+
+
 def _table(rows: list[tuple[str, object]]) -> str:
     cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>"
                     for k, v in rows if v is not None)
@@ -214,7 +224,8 @@ def render_report(run_dir: str | Path) -> str:
     ev = read_json(run / "eval_results.json") or {}
     bench = read_json(run / "benchmark_results.json") or {}
     receipt = read_json(run / "gate_receipt.json") or {}
-    results = manifest.get("results") or {}
+    # A hand-edited file of another shape draws what it can: wrong-typed parts are left out.
+    results = _obj(manifest.get("results"))
 
     step_kinds = ("step",)
     bench_pts = _series(events, "pass_at_1", ("bench",)) + _series(events, "bench_pass_at_1", ("step", "eval", "bench"))
@@ -242,15 +253,15 @@ def render_report(run_dir: str | Path) -> str:
     mix = _mix_report(run, manifest)
     sources = (mix or {}).get("sources") or []
     charts.append(bar_chart("corpus: rows per mix source",
-                            [(Path(str(s.get("path", "?"))).name, float(s.get("emitted_rows", s.get("emitted", 0)) or 0))
+                            [(Path(str(s.get("path", "?"))).name, _number(s.get("emitted_rows", s.get("emitted", 0))))
                              for s in sources if isinstance(s, dict)]))
-    cats = ev.get("by_category") or {}
+    cats = _obj(ev.get("by_category"))
     charts.append(bar_chart("corpus: samples per category",
-                            [(k, float(v.get("n", v.get("count", v.get("samples", 0))) if isinstance(v, dict) else v or 0))
+                            [(k, _number(v.get("n", v.get("count", v.get("samples", 0))) if isinstance(v, dict) else v))
                              for k, v in cats.items()]))
-    if bench.get("by_category"):
+    if _obj(bench.get("by_category")):
         charts.append(bar_chart("bench pass@1 by category",
-                                [(k, float(v.get("pass_at_1", 0.0))) for k, v in bench["by_category"].items()]))
+                                [(k, _number(_obj(v).get("pass_at_1"))) for k, v in bench["by_category"].items()]))
 
     summary = _table([("base model", (manifest.get("base_model") or {}).get("path") if isinstance(manifest.get("base_model"), dict) else manifest.get("base_model")),
                       ("method", manifest.get("method")),
@@ -261,11 +272,12 @@ def render_report(run_dir: str | Path) -> str:
                       ("bench parse rate", bench.get("parse_rate")),
                       ("gates", None if not receipt else ("passed" if receipt.get("passed") else "FAILED"))])
     gate_rows = "".join(
-        f'<tr class="{g.get("verdict")}"><td>{html.escape(str(g.get("name")))}</td><td><code>{html.escape(str(g.get("metric")))}</code></td>'
+        f'<tr class="{html.escape(str(g.get("verdict")))}"><td>{html.escape(str(g.get("name")))}</td><td><code>{html.escape(str(g.get("metric")))}</code></td>'
         f'<td>{html.escape(str(g.get("message", "")))}</td><td>{"blocking" if g.get("blocking") else "advisory"}</td>'
-        f'<td>{html.escape(str(g.get("verdict")).upper())}</td></tr>' for g in receipt.get("gates") or [])
+        f'<td>{html.escape(str(g.get("verdict")).upper())}</td></tr>' for g in receipt.get("gates") or [] if isinstance(g, dict)) \
+        if isinstance(receipt.get("gates"), list) else ""
     gates = f"<h2>Gates</h2><table>{gate_rows}</table>" if gate_rows else ""
-    title = html.escape(manifest.get("name") or run.name)
+    title = html.escape(str(manifest.get("name") or run.name))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>mens run report: {title}</title>
 <style>

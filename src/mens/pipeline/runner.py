@@ -201,7 +201,47 @@ def check_keys(config: dict[str, Any], where: str) -> None:
             if bad:
                 raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
                                 f"use {', '.join(sorted(keys))}")
+    _check_own_values(config, where)
     _check_training_values(config, where)
+
+
+def _check_own_values(config: dict[str, Any], where: str) -> None:
+    """The types and ranges of what the pipeline itself reads (seed, paths, corpus, generate_data,
+    mix sources, bench, gate), checked when the config is read: a `bench.k: -1` found only when
+    the bench stage is reached wastes the corpus and training stages before it."""
+    def whole(v: Any, low: int) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    def strings(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    sections = {name: config.get(name) if isinstance(config.get(name), dict) else {}
+                for name in ("corpus", "generate_data", "mix", "bench", "gate")}
+    checks = [("seed", config.get("seed"), lambda v: whole(v, -2**63), "a whole number"),
+              ("work_dir", config.get("work_dir"), lambda v: isinstance(v, str), "a path"),
+              ("model", config.get("model"), lambda v: isinstance(v, str), "a model path or hub id"),
+              ("corpus.sources", sections["corpus"].get("sources"), strings, "a list of folders, e.g. [vox, docs]"),
+              ("corpus.langs", sections["corpus"].get("langs"), strings, "a list of grammar names, e.g. [rust]"),
+              ("generate_data.count", sections["generate_data"].get("count"), lambda v: whole(v, 0), "0 or more"),
+              ("generate_data.seed", sections["generate_data"].get("seed"), lambda v: whole(v, -2**63),
+               "a whole number"),
+              ("mix.sources", sections["mix"].get("sources"),
+               lambda v: isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and "path" in x)
+                                                     for x in v), "a list of paths or {path, weight} mappings"),
+              ("bench.path", sections["bench"].get("path"), lambda v: isinstance(v, str), "a bench file or folder"),
+              ("bench.grammar", sections["bench"].get("grammar"), lambda v: isinstance(v, str), "a language name"),
+              ("bench.seed", sections["bench"].get("seed"), lambda v: whole(v, -2**63), "a whole number"),
+              ("bench.temperature", sections["bench"].get("temperature"),
+               lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf"),
+               "0 (greedy) or more"),
+              ("bench.compare_base", sections["bench"].get("compare_base"), lambda v: isinstance(v, bool),
+               "true or false"),
+              ("gate.policy", sections["gate"].get("policy"), lambda v: isinstance(v, str), "a gate policy YAML")]
+    checks += [(f"bench.{key}", sections["bench"].get(key), lambda v: whole(v, 1), "a whole number, 1 or more")
+               for key in ("k", "samples", "limit", "max_new_tokens", "batch_size")]
+    for key, value, ok, want in checks:
+        if value is not None and not ok(value):
+            raise MensError(f"{key} must be {want}, got {value!r}", where, f"fix {key} (see examples/pipeline.yaml)")
 
 
 def _check_training_values(config: dict[str, Any], where: str) -> None:

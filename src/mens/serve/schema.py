@@ -194,9 +194,10 @@ def parse_body(raw: bytes, schema: type[_Params]) -> _Params:
         if err["type"] == "json_invalid":
             raise APIError(400, f"The request body is not valid JSON: {err['msg'].removeprefix('Invalid JSON: ')}.") \
                 from None
-        if err["type"] == "model_type":
+        if err["type"] == "model_type" and not err["loc"]:
             raise APIError(400, "The request body must be a JSON object.") from None
         where = ".".join(str(p) for p in err["loc"])
-        raise APIError(400, f"Invalid value for '{where}': {err['msg']}.", param=str(err["loc"][0]) if err["loc"] else None) from None
+        msg = "Input should be an object" if err["type"] == "model_type" else err["msg"]  # not the class's name
+        raise APIError(400, f"Invalid value for '{where}': {msg}.", param=str(err["loc"][0]) if err["loc"] else None) from None
     params.check()
     return params
