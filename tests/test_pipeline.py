@@ -310,3 +310,21 @@ def test_copy_drills_feed_the_scratch_base_as_its_curriculum(project, run_cli):
     (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages, "--dry-run")
     assert code == 0 and _stages(err)["generate-data"] == "would" and _stages(err)["train-scratch-base"] == "would", err
+
+
+@pytest.mark.parametrize("section, phrase", [
+    ({"scratch": {"max_steps": -5}}, "max_steps must be >= 1, got -5"),
+    ({"scratch": {"scratch_shape": "nope"}}, "unknown scratch preset 'nope'"),
+    ({"train": {"backend": "nope"}}, "unknown backend value 'nope'"),
+    ({"train": {"lr": "fast"}}, "lr"),
+])
+def test_training_values_are_checked_before_any_stage_runs(tmp_path, run_cli, section, phrase):
+    """The `scratch:` and `train:` values are `mens train`'s, checked as it checks them when the
+    config is read — a dry run names them, not a traceback (or a stage failing) after the corpus."""
+    import yaml
+
+    config = tmp_path / "p.yaml"
+    config.write_text(yaml.safe_dump({"work_dir": str(tmp_path / "out"), **section}))
+    code, _, err = run_cli("pipeline", "--config", config, "--dry-run")
+    assert code == 2 and "Traceback" not in err and phrase in err and f"{config}: " in err, err
+    assert not (tmp_path / "out").exists()

@@ -38,6 +38,20 @@ def test_bad_line_names_file_and_line(tmp_path, line, message):
     assert len(pairs) == 1 and skipped[0].startswith(f"{path}:2")
 
 
+def test_a_byte_order_mark_at_the_start_is_not_data(tmp_path):
+    """Windows editors and tools start UTF-8 files with a BOM: the first row reads as any other
+    (a BOM later in the file is not a file's start, and stays an error)."""
+    path = tmp_path / "p.jsonl"
+    row = json.dumps({"prompt": "a", "response": "b"})
+    path.write_bytes(("\ufeff" + row + "\n" + row + "\n").encode("utf-8"))
+    pairs, skipped = read_pairs(path)
+    assert [p.prompt for p in pairs] == ["a", "a"] and skipped == []
+    path.write_bytes((row + "\n\ufeff" + row + "\n").encode("utf-8"))
+    with pytest.raises(MensError) as err:
+        read_pairs(path)
+    assert err.value.where == f"{path}:2"
+
+
 def test_atomic_write_leaves_nothing_on_error(tmp_path):
     out = tmp_path / "o.jsonl"
 

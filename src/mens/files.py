@@ -82,6 +82,15 @@ def check_output(path: str | Path, flag: str = "-o") -> Path:
     return path
 
 
+def check_not_input(out: str | Path, *inputs: str | Path) -> None:
+    """Fail before any work when the output `out` is one of the `inputs` (the same file by any
+    path): writing it would replace what the command reads."""
+    out = Path(out)
+    for path in map(Path, inputs):
+        if path.exists() and out.exists() and out.resolve() == path.resolve():
+            raise MensError("the output would overwrite the input", str(out), "write to another file")
+
+
 def remove_leftovers(path: str | Path) -> list[Path]:
     """Delete what `atomic_path` left beside `path` when a process writing it was killed (its
     `.NAME.XXXXXXXX.tmp` file or folder, a `.NAME.old` folder) and return what went. Called by

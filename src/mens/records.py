@@ -177,7 +177,8 @@ def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[t
     with fh:
         for lineno, raw in enumerate(fh, 1):
             try:
-                line = raw.decode("utf-8")
+                # A BOM starts the files some Windows editors and tools write: not part of the data.
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 if not line.strip():
                     continue
                 obj = json.loads(line)

@@ -204,6 +204,7 @@ CASES = {
     "deco-deep-data": (D[:4] + ["{t}/deep.jsonl"], 2, "({t}/deep.jsonl:2)"),
     "deco-output-folder": (D + ["-o", "{t}/adir"], 2, OUTPUT_IS_FOLDER),
     "deco-output-under-file": (D + ["-o", "{t}/afile/r.json"], 2, "is a file, not a folder"),
+    "deco-output-is-data": (D + ["-o", "{t}/data.jsonl"], 2, "the output would overwrite the input"),
     "deco-empty-data": (D[:4] + ["{t}/empty.jsonl"], 2,
                         "no training rows to check against: the data holds no JSON object ({t}/empty.jsonl)"),
     "deco-no-data": (["decontaminate", "--bench", "{t}/bench.jsonl", "--data"], 2,

@@ -62,3 +62,15 @@ def test_train_end_in_telemetry_wins_over_a_stale_running_manifest(tmp_path):
 def test_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
     with pytest.raises(MensError, match="not a training run"):
         run_status(tmp_path)
+
+
+def test_lines_that_are_not_events_are_passed_over(tmp_path):
+    """A telemetry file with lines a hand or another tool wrote (a list, a string, binary, an
+    event with no time) still gives the run's status, read from its real events."""
+    _manifest(tmp_path, "running", pid=os.getpid())
+    _telemetry(tmp_path, ("train_start", 0, {"total_steps": 10}), ("step", 3, {"loss": 2.0, "progress": 0.3}))
+    with open(tmp_path / "telemetry.jsonl", "ab") as f:
+        f.write(b'[1]\n"text"\n{"no": "event"}\n\xff\xfe\n{"event": "step", "step": 4, "loss": 1.5}\n')
+    s = run_status(tmp_path)
+    assert (s["step"], s["loss"], s["updated"]) == (4, 1.5, None)
+    assert "step 4/10" in format_status(s)

@@ -164,11 +164,9 @@ def _positive(value: int | None, flag: str, example: str) -> None:
 
 
 def _not_input(out: Path, *inputs: Path) -> None:
-    from mens.errors import MensError
+    from mens.files import check_not_input
 
-    for path in inputs:
-        if path.exists() and out.exists() and out.resolve() == path.resolve():
-            raise MensError("the output would overwrite the input", str(out), "write to another file")
+    check_not_input(out, *inputs)
 
 
 def _extract(args) -> int:

@@ -179,7 +179,8 @@ def register(corpus) -> None:
 
 
 def _cmd(args) -> int:
-    from mens.corpus.cli import _not_input, _outputs
+    from mens.corpus.cli import _outputs
+    from mens.files import check_not_input
     from mens.evaluate.checks import at_least, check_input_file
 
     if not args.pairs and not args.model:
@@ -200,7 +201,7 @@ def _cmd(args) -> int:
                             "their scores (min gap)")
     if args.bench is not None and not args.bench.exists():
         raise MensError("bench not found", str(args.bench), "give a bench .jsonl file or a folder holding some")
-    _not_input(args.output, *args.pairs, *([args.prompts] if args.prompts else []))
+    check_not_input(args.output, *args.pairs, *([args.prompts] if args.prompts else []))
     _outputs((args.output, "-o"), report="prefs")
     if args.model:
         from mens.hf import check_files, check_source

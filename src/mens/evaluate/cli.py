@@ -111,11 +111,12 @@ def _decontaminate(args) -> int:
     from mens.errors import GateFailure
     from mens.evaluate.checks import check_input_file
     from mens.evaluate.contamination import find_contamination
-    from mens.files import check_output, write_json_atomic
+    from mens.files import check_not_input, check_output, write_json_atomic
 
     for path in args.data:
         check_input_file(path, "--data")
     if args.output:
+        check_not_input(args.output, *args.data, args.bench)
         check_output(args.output, "-o")
     report = find_contamination(args.bench, args.data)
     if args.output:

@@ -184,11 +184,20 @@ def _training_keys() -> dict[str, set[str]]:
 
 
 def check_keys(config: dict[str, Any], where: str) -> None:
-    from mens.train.config import canonical_fields
+    from mens.train.config import canonical_fields, resolve_config
 
     for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
         if isinstance(config.get(name), dict):
-            canonical_fields(config[name], f"{where}: {name}", extra=frozenset({"data"} if name == "scratch" else ()))
+            fields_ = canonical_fields(config[name], f"{where}: {name}",
+                                       extra=frozenset({"data"} if name == "scratch" else ()))
+            # Their values as `mens train` will check them, now rather than after the stages
+            # before (the base model is the pipeline's to name: a stand-in here).
+            flags = {"backend": "scratch" if name == "scratch" else "qlora", "preset": "tiny", "model": "base",
+                     **{k: v for k, v in fields_.items() if k != "data"}}
+            try:
+                resolve_config(flags)
+            except MensError as exc:
+                raise MensError(exc.what, f"{where}: {name}", exc.todo) from None
     allowed = {**_SECTION_KEYS, **(_training_keys() if "dpo" in config or "rl" in config else {})}
     unknown = sorted(set(map(str, config)) - _TOP_KEYS)
     if unknown:

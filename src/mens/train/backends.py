@@ -212,11 +212,9 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
     from mens.train import preflight
     from mens.train.model import name_the_loss
-    from mens.train.scratch import build_model_and_tokenizer, scratch_shape, train_bpe_tokenizer, training_texts
+    from mens.train.scratch import build_model_and_tokenizer, train_bpe_tokenizer, training_texts
 
-    shape = scratch_shape(cfg.scratch_shape, n_layer=cfg.scratch_layers, n_head=cfg.scratch_heads,
-                          n_embd=cfg.scratch_width, n_inner=cfg.scratch_ffn, n_positions=cfg.scratch_positions,
-                          dropout=cfg.scratch_dropout, arch=cfg.scratch_arch)
+    shape = cfg.scratch_model_shape()
     tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text, cfg.curriculum_data), cfg.scratch_vocab) \
         if cfg.scratch_vocab else None
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)

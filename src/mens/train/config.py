@@ -143,6 +143,14 @@ class TrainConfig:
         out["adam_betas"] = list(self.adam_betas)
         return out
 
+    def scratch_model_shape(self):
+        """The scratch model's ScratchShape: `scratch_shape`'s preset with the scratch_* overrides."""
+        from mens.train.scratch import scratch_shape
+
+        return scratch_shape(self.scratch_shape, n_layer=self.scratch_layers, n_head=self.scratch_heads,
+                             n_embd=self.scratch_width, n_inner=self.scratch_ffn, n_positions=self.scratch_positions,
+                             dropout=self.scratch_dropout, arch=self.scratch_arch)
+
     def validate(self) -> "TrainConfig":
         def bad(what: str, todo: str) -> MensError:
             return MensError(what, "training config", todo)
@@ -231,6 +239,8 @@ class TrainConfig:
                       f"{self.scratch_vocab}", "set --scratch-vocab 0 or e.g. 1024")
         if self.scratch_dropout is not None and not 0 <= self.scratch_dropout < 1:
             raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
+        if self.backend == "scratch":  # the shape (a known preset, heads that divide the width), before any data loads
+            self.scratch_model_shape()
         if isinstance(self.target_modules, str) and not self.target_modules.strip(", "):
             raise bad("target_modules is empty", "drop --target-modules (all-linear) or name the modules")
         if isinstance(self.target_modules, list) and not self.target_modules:

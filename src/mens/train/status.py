@@ -35,6 +35,16 @@ def _alive(process: dict | None) -> bool:
     return True
 
 
+def _clock(ts) -> str | None:
+    """An event's time of day; None where the event has no usable time."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return None
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def run_status(run_dir: str | Path) -> dict:
     """A summary dict of the run (also what `--json` prints)."""
     run = Path(run_dir)
@@ -60,7 +70,7 @@ def run_status(run_dir: str | Path) -> dict:
         "eta_s": step.get("eta_s") if status == "running" else 0,
         "progress": step.get("progress"), "val_loss": last.get("eval", {}).get("val_loss"),
         "last_checkpoint": last.get("checkpoint", {}).get("path"),
-        "updated": time.strftime("%H:%M:%S", time.localtime(events[-1]["ts"])) if events else None,
+        "updated": _clock(events[-1].get("ts")) if events else None,
         "error": (manifest or {}).get("error"),
     }
 

@@ -204,15 +204,18 @@ class Telemetry:
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """All complete events of a telemetry file (a torn last line is ignored)."""
+    """All complete events of a telemetry file: JSON objects naming their event (a torn last
+    line, or a line a hand or another tool wrote, is passed over)."""
     rows = []
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return rows
     for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(row, dict) and isinstance(row.get("event"), str):
+            rows.append(row)
     return rows
