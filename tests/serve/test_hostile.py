@@ -62,6 +62,15 @@ BAD_COMPLETIONS = [
     ("a 1000-character stop string", {**P, "stop": "x" * 1000}, "stop"),
     ("100 prompts × n=2", {**P, "prompt": ["fn"] * 100, "n": 2}, "prompt"),
     ("more prompts than the queue holds", {**P, "prompt": ["fn"] * 40}, "prompt"),
+    # as OpenAI: a wrong JSON type is a 400, not coerced
+    ("max_tokens as a string", {**P, "max_tokens": "5"}, "max_tokens"),
+    ("n as a string", {**P, "n": "2"}, "n"),
+    ("n 2.0", {**P, "n": 2.0}, "n"),
+    ("stream as a string", {**P, "stream": "true"}, "stream"),
+    ("logit_bias key not a token id", {**P, "logit_bias": {"abc": 1}}, "logit_bias"),
+    ("logit_bias key past the vocabulary", {**P, "logit_bias": {"999999999": 1}}, "logit_bias"),
+    ("logprobs 0", {**P, "logprobs": 0}, "logprobs"),
+    ("stream_options without stream", {**P, "stream_options": {"include_usage": True}}, "stream_options"),
 ]
 M = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 BAD_CHATS = [
@@ -74,6 +83,17 @@ BAD_CHATS = [
     ("logprobs asked for", {**M, "logprobs": True}, "logprobs"),
     ("top_logprobs 21", {**M, "top_logprobs": 21}, "top_logprobs"),
     ("seed 2**64", {**M, "seed": 2**64}, "seed"),
+    ("an image_url part", {**M, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]},
+     "messages"),
+    ("a text part without text", {**M, "messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages"),
+    ("a user message without content", {**M, "messages": [{"role": "user"}]}, "messages"),
+    ("max_completion_tokens as a string", {**M, "max_completion_tokens": "5"}, "max_completion_tokens"),
+    ("include_usage not a boolean", {**M, "stream": True, "stream_options": {"include_usage": "yes"}},
+     "stream_options"),
+    ("response_format json_object", {**M, "response_format": {"type": "json_object"}}, "response_format"),
+    ("modalities with audio", {**M, "modalities": ["text", "audio"]}, "modalities"),
+    ("legacy functions", {**M, "functions": [{"name": "f", "parameters": {}}]}, "functions"),
 ]
 
 
@@ -87,6 +107,23 @@ def test_client_mistakes_are_400s_in_openai_shape(live_server, path, case, body,
     after = live_server.engine.snapshot()
     assert after["requests"] == before["requests"] and after["waiting"] == 0   # nothing was queued
     assert_still_serving(live_server)
+
+
+def test_openai_fields_without_effect_are_accepted(live_server):
+    """What the real API takes and mens need not act on is answered, not refused; so are other
+    servers' sampling extensions (`top_k`), which clients written for local servers send."""
+    client = live_server.client()
+    parts = [{"type": "text", "text": "hi"}]
+    r = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": parts}], max_completion_tokens=2,
+                                       store=False, metadata={"k": "v"}, user="u",
+                                       response_format={"type": "text"}, modalities=["text"], logit_bias={"5": -100},
+                                       presence_penalty=0.5, safety_identifier="s", prompt_cache_key="c")
+    assert r.choices[0].finish_reason in ("stop", "length")
+    chunks = list(client.completions.create(model="tiny", prompt="fn", max_tokens=2, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens >= 1
+    r = client.completions.create(model="tiny", prompt="fn", max_tokens=2, extra_body={"top_k": -5, "min_p": 0.1})
+    assert r.choices[0].finish_reason in ("stop", "length")
 
 
 def test_any_seed_in_range_samples(live_server):

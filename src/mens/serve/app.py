@@ -64,6 +64,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
     created = int(time.time())
     tok = engine.tokenizer
     prompt_cap = min(max_prompt_tokens or engine.context_window, engine.context_window)
+    vocab_size = len(tok)
 
     @app.exception_handler(APIError)
     async def _api_error(_, exc: APIError):
@@ -98,6 +99,10 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
         if params.model not in models:
             raise APIError(404, f"The model '{params.model}' does not exist; served: {', '.join(models)}.",
                            param="model", code="model_not_found")
+        for key in params.logit_bias or {}:   # schema.py checked they are digits
+            if int(key) >= vocab_size:
+                raise APIError(400, f"Invalid key in 'logit_bias': {key} is not a token id of this model "
+                               f"(0 to {vocab_size - 1}).", param="logit_bias")
         return params
 
     def sampling(p: _Params, prompt_len: int) -> Sampling:
@@ -221,7 +226,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                         chunk = make_chunk(off + ev[1], None, ev[2])
                     if chunk is not None:  # None: nothing to send yet (a tool call still being written)
                         yield _sse(chunk)
-                if not left and (p.stream_options or {}).get("include_usage"):
+                if not left and p.stream_options and p.stream_options.include_usage:
                     chunk = make_chunk(0, None, None)
                     chunk["choices"], chunk["usage"] = [], usage(prompt_tokens, used)
                     yield _sse(chunk)

@@ -173,6 +173,9 @@ class GGUFTokenizer:
                                             **{**self.specials, **kwargs})
         return self(rendered[0], add_special_tokens=False).input_ids if tokenize else rendered[0]
 
+    def __len__(self) -> int:   # the vocabulary's size, as len() of a transformers tokenizer
+        return self.model.lib.llama_vocab_n_tokens(self.model.vocab)
+
     def __call__(self, text: str, add_special_tokens: bool = True):
         # special tokens in the text (<|im_start|> …) are their tokens, as with transformers; BOS is
         # added only when asked and the model wants one (llama.cpp's add_special)

@@ -3,10 +3,15 @@ range-checked, and the one error type the API answers with.
 
 A body that is not JSON (bad syntax, nesting deeper than pydantic's JSON parser allows, a lone
 surrogate escape) or that breaks a constraint below is a 400 naming the field, before any work
-is done. Fields OpenAI defines that mens does not act on (penalties, logit_bias, user) are still
-range-checked, so a wrong value is reported rather than silently ignored; asking for logprobs is
-refused, since mens does not compute them. Chat requests may carry `tools`, `tool_choice` and the
-tool messages of OpenAI's function calling (serve/tools.py turns them into the template's inputs).
+is done. As OpenAI does, types are strict (`"max_tokens": "5"` or `"n": 2.0` is a 400, not
+coerced). A field mens does not know is ignored, as vLLM's and llama.cpp's servers do: clients
+written for local servers send their sampling extensions (`top_k`, `min_p`, `repetition_penalty`)
+to every OpenAI-compatible endpoint, and a 400 would make mens unusable from them. Fields OpenAI defines that mens does not act on (penalties, logit_bias, user, store,
+metadata …) are still type- and range-checked (logit_bias keys must be token ids), so a wrong
+value is reported rather than silently ignored; asking for what mens does not do (logprobs,
+non-text content parts or output, JSON response formats, legacy `functions`) is refused. Chat
+requests may carry `tools`, `tool_choice` and the tool messages of OpenAI's function calling
+(serve/tools.py turns them into the template's inputs).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ MAX_STOPS = 16         # stop strings per request
 MAX_STOP_CHARS = 256   # characters per stop string
 MAX_TOOLS = 128        # tools per request (OpenAI's bound)
 TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"   # a function name, as OpenAI allows
+UNSUPPORTED_CHAT = ("audio", "prediction", "functions", "function_call", "reasoning_effort", "verbosity",
+                    "web_search_options", "moderation")
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 Stop = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
@@ -36,8 +43,14 @@ class APIError(Exception):
         self.status, self.body = status, {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None   # accepted, not acted on (chunks are not padded)
+
+
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)   # unknown fields: see the module doc
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -47,7 +60,7 @@ class _Params(BaseModel):
     stop: Stop | Annotated[list[Stop], Field(max_length=MAX_STOPS)] | None = None
     seed: int | None = Field(default=None, ge=-INT64, lt=INT64)
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: _StreamOptions | None = None
     # accepted and range-checked, not acted on
     presence_penalty: Float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: Float | None = Field(default=None, ge=-2.0, le=2.0)
@@ -59,6 +72,12 @@ class _Params(BaseModel):
 
     def check(self) -> None:
         """Checks across fields, after pydantic's per-field ones (→ APIError 400)."""
+        if self.stream_options is not None and not self.stream:
+            raise APIError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                           param="stream_options")
+        for key in self.logit_bias or {}:   # the vocabulary's size is checked by the app
+            if not (key.isascii() and key.isdigit()):
+                raise APIError(400, f"Invalid key in 'logit_bias': {key!r} is not a token id.", param="logit_bias")
 
     def stops(self) -> tuple[str, ...]:
         stops = (self.stop,) if isinstance(self.stop, str) else (self.stop or ())
@@ -66,13 +85,13 @@ class _Params(BaseModel):
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     type: str
     text: str | None = None
 
 
 class _Function(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
     parameters: dict[str, Any] | None = None
@@ -81,39 +100,41 @@ class _Function(BaseModel):
 
 class _Tool(BaseModel):
     """One entry of `tools`: {type: "function", function: {name, description, parameters}}."""
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     type: Literal["function"]
     function: _Function
 
 
 class _Called(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     name: str = Field(min_length=1, max_length=256)
     arguments: str | dict[str, Any] = "{}"   # OpenAI sends a JSON string
 
 
 class _ToolCall(BaseModel):
     """A call in an earlier assistant message, sent back with the conversation."""
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     id: str = Field(max_length=256)
     type: Literal["function"] = "function"
     function: _Called
 
 
 class _Name(BaseModel):
+    model_config = ConfigDict(strict=True)
     name: str
 
 
 class _NamedChoice(BaseModel):
     """tool_choice naming one function: {type: "function", function: {name}}."""
+    model_config = ConfigDict(strict=True)
     type: Literal["function"]
     function: _Name
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[_Part] | None = ""
+    content: str | list[_Part] | None = None   # required but for an assistant's (check())
     name: str | None = Field(default=None, max_length=256)
     tool_calls: list[_ToolCall] | None = None        # assistant
     tool_call_id: str | None = Field(default=None, max_length=256)  # tool: the call it answers
@@ -132,8 +153,37 @@ class ChatParams(_Params):
     tools: list[_Tool] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: Literal["none", "auto", "required"] | _NamedChoice | None = None
     parallel_tool_calls: bool | None = None   # accepted, not acted on
+    # OpenAI fields that change nothing on a local server: type-checked, then ignored
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    safety_identifier: str | None = None
+    # OpenAI fields asking for what mens does not do: a 400 (check()) unless they ask for plain text
+    response_format: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    audio: Any = None
+    prediction: Any = None
+    functions: Any = None
+    function_call: Any = None
+    reasoning_effort: Any = None
+    verbosity: Any = None
+    web_search_options: Any = None
+    moderation: Any = None
 
     def check(self) -> None:
+        super().check()
+        unsupported = [f for f in UNSUPPORTED_CHAT if getattr(self, f) is not None]
+        if unsupported:
+            hint = " (use 'tools' and 'tool_choice')" if unsupported[0] in ("functions", "function_call") else ""
+            raise APIError(400, f"'{unsupported[0]}' is not supported by mens serve{hint}.", param=unsupported[0])
+        if self.response_format is not None and self.response_format.get("type") != "text":
+            raise APIError(400, "Only response_format {'type': 'text'} is supported by mens serve (no JSON mode "
+                           "or JSON schema).", param="response_format")
+        if self.modalities is not None and self.modalities != ["text"]:
+            raise APIError(400, "Only the 'text' modality is supported by mens serve.", param="modalities")
         if self.logprobs or self.top_logprobs:
             raise APIError(400, "logprobs are not supported by mens serve; leave 'logprobs' unset.",
                            param="logprobs")
@@ -144,6 +194,15 @@ class ChatParams(_Params):
             raise APIError(400, f"tool_choice names the function {self.tool_choice.function.name!r}, which is not "
                            "in 'tools'.", param="tool_choice")
         for i, m in enumerate(self.messages):
+            if m.content is None and m.role != "assistant":
+                raise APIError(400, f"Missing required parameter: 'messages[{i}].content'.", param="messages")
+            for j, part in enumerate(m.content if isinstance(m.content, list) else ()):
+                if part.type != "text":
+                    raise APIError(400, f"messages[{i}].content[{j}] is a content part of type {part.type!r}; this "
+                                   "model reads text only (parts of type 'text').", param="messages")
+                if part.text is None:
+                    raise APIError(400, f"Missing required parameter: 'messages[{i}].content[{j}].text'.",
+                                   param="messages")
             if m.tool_calls and m.role != "assistant":
                 raise APIError(400, f"messages[{i}]: only assistant messages carry 'tool_calls'.", param="messages")
             if m.role == "tool" and not m.tool_call_id:
@@ -166,7 +225,8 @@ class CompletionParams(_Params):
     suffix: str | None = None
 
     def check(self) -> None:
-        if self.logprobs:
+        super().check()
+        if self.logprobs is not None:   # 0 too: the sampled tokens' logprobs
             raise APIError(400, "logprobs are not supported by mens serve; leave 'logprobs' unset.",
                            param="logprobs")
         if self.best_of is not None and self.best_of != self.n:
