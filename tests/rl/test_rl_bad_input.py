@@ -47,6 +47,7 @@ CONFIGS = {
     "key-unknown": "stepz: 3\n",
     "key-far": "zzz: 3\n",
     "not-mapping": "- steps\n",
+    "prompts-per-step-one": "prompts_per_step: 1\n",
 }
 
 D = ["dpo", "--model", "{model}", "--data-dir", "{t}/prefs.jsonl", "--output-dir", "{t}/run"]
@@ -122,6 +123,21 @@ CASES = {
                        "'steps'?"),
     "rl-key-far": (cfg("key-far"), "unknown config key 'zzz' ({t}/cfg_key-far.yaml) — use beta, device"),
     "rl-not-mapping": (cfg("not-mapping"), "the rl config must be a mapping"),
+    # the run dir: new, empty or a run, and never the start model
+    "dpo-output-not-a-run": (D[:-1] + ["{t}/notrun"], "output directory is not empty and is not a mens run "
+                             "(holds notes.txt…) ({t}/notrun)"),
+    "dpo-output-is-the-model": (D[:-1] + ["{model}"], "--output-dir is the start model's own directory ({model})"),
+    "rl-output-not-a-run": (R[:-1] + ["{t}/notrun"] + ["--config", "{t}/cfg_prompts-per-step-one.yaml"],
+                            "output directory is not empty and is not a mens run"),
+    # mens rl: the prompts, checked before the model loads
+    "rl-fewer-prompts-than-a-step": (R, "1 prompt(s), fewer than prompts_per_step (2): no step would train "
+                                     "({t}/prompts.jsonl)"),
+    "rl-prompt-tests-int": (R[:3] + ["--prompts", "{t}/prompts_tests_int.jsonl"] + R[5:],
+                            "'tests' of prompt row 1 must be a string or a list of statements, got 5"),
+    "rl-prompt-lang-int": (R[:3] + ["--prompts", "{t}/prompts_lang_int.jsonl"] + R[5:],
+                           "'lang' of prompt row 1 must be a language name, got 5"),
+    "rl-prompt-lang-unknown": (R[:3] + ["--prompts", "{t}/prompts_lang_unknown.jsonl"] + R[5:],
+                               "prompt row 1: no tree-sitter grammar 'klingon'"),
     "rl-config-missing": (R + ["--config", "{t}/none.yaml"], "({t}/none.yaml)"),
 }
 
@@ -131,6 +147,11 @@ def inputs(t: Path) -> None:
            "rejected": "```vox\nfn a( {\n```"}
     (t / "prefs.jsonl").write_text(json.dumps(row) + "\n")
     (t / "prompts.jsonl").write_text(json.dumps({"prompt": "Write a Python function.", "lang": "python"}) + "\n")
+    (t / "notrun").mkdir()
+    (t / "notrun" / "notes.txt").write_text("mine")
+    for name, row in {"tests_int": {"tests": 5}, "lang_int": {"lang": 5}, "lang_unknown": {"lang": "klingon"}}.items():
+        (t / f"prompts_{name}.jsonl").write_text("".join(json.dumps({"prompt": f"Write function {i}.", **row}) + "\n"
+                                                         for i in range(2)))
     for name, text in CONFIGS.items():
         (t / f"cfg_{name}.yaml").write_text(text)
 

@@ -74,3 +74,16 @@ def test_lines_that_are_not_events_are_passed_over(tmp_path):
     s = run_status(tmp_path)
     assert (s["step"], s["loss"], s["updated"]) == (4, 1.5, None)
     assert "step 4/10" in format_status(s)
+
+
+def test_figures_that_are_not_numbers_are_passed_over(run_cli, tmp_path):
+    """A hand-edited event whose figures are text (or lists, or booleans) still prints a status
+    line, with those figures unknown, not a traceback from formatting them."""
+    _manifest(tmp_path, "running", pid=os.getpid())
+    with open(tmp_path / "telemetry.jsonl", "w") as f:
+        f.write('{"event": "train_start", "total_steps": "ten"}\n{"event": "step", "step": "3", "loss": "abc", '
+                '"lr": true, "tokens_per_s": [1], "eta_s": {}, "progress": "half"}\n'
+                '{"event": "eval", "step": 3, "val_loss": "low"}\n')
+    code, out, err = run_cli("status", tmp_path)
+    assert (code, err) == (0, "")
+    assert "step 0/10" in out and "loss" not in out and "eta ?" in out

@@ -32,16 +32,23 @@ def inputs(t: Path, model: Path, argv: str) -> None:
     (t / "afile").write_text("a file, not a folder\n")
     (t / "notrun").mkdir()
     (t / "notrun" / "notes.txt").write_text("mine")
+    (t / "adapter").mkdir()
+    (t / "adapter" / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(model)}))
     (t / "bench.jsonl").write_text(json.dumps(TASK) + "\n")
+    (t / "unclosed.jinja").write_text("{% for m in messages %}{{ m.content")
+    (t / "raises.jinja").write_text("{{ raise_exception('no system role') }}")
     (t / "bench_empty.jsonl").write_text("")
     (t / "bench_latin1.jsonl").write_bytes('{"prompt": "café"}\n'.encode("latin-1"))
     for name, text in {"fast": b"lr: fast\n", "unknown": b"learning_rat: 0.1\n", "list": b"- lr\n",
                        "binary": b"lr: \xff\xfe\x00\n", "deep": ("lr: " + DEEP + "\n").encode(),
                        "malformed": b"lr: [unclosed\n", "steps": b"max_steps: -4\n", "betas": b"adam_beta1: 2\n",
-                       "bf16": b"bf16: maybe\n", "epochs_inf": b"epochs: .inf\nmax_steps: null\n"}.items():
+                       "bf16": b"bf16: maybe\n", "epochs_inf": b"epochs: .inf\nmax_steps: null\n",
+                       "preset": b"preset: huge\n"}.items():
         (t / f"cfg_{name}.yaml").write_bytes(text)
     models = {"m_badconfig": ("config.json", b"{garbage"), "m_binaryconfig": ("config.json", b"\x00\xff" * 20),
               "m_truncated": ("model.safetensors", None), "m_badtokenizer": ("tokenizer.json", b"\x00\x01\x02"),
+              "m_run": ("training_manifest.json", b'{"status": "completed", "backend": "full"}'),
+              "m_badtemplate": ("chat_template.jinja", b"{% for m in messages %}{{ m.content"),
               "m_noconfig": ("config.json", "delete"), "m_notokenizer": ("tokenizer.json", "delete")}
     for name, (file, data) in models.items():
         if name in argv:
@@ -58,6 +65,10 @@ def inputs(t: Path, model: Path, argv: str) -> None:
             "run_badmanifest": ("training_manifest.json", b"{not json"),
             "run_latin1manifest": ("training_manifest.json", '{"status": "café"}'.encode("latin-1")),
             "run_deepmanifest": ("training_manifest.json", DEEP.encode())}
+    if "run_done" in argv:  # a finished run that --force-restart must keep until the new run's checks pass
+        (t / "run_done").mkdir()
+        (t / "run_done" / "training_manifest.json").write_text(json.dumps({"status": "completed"}))
+        (t / "run_done" / "adapter_model.safetensors").write_bytes(b"the earlier run's adapter")
     for name, (file, data) in runs.items():
         if name in argv:
             (t / name).mkdir()
@@ -152,8 +163,15 @@ CASES = {
     "output-read-only": (with_("--output-dir", "/proc/mens-run"), 2, "cannot write in /proc"),
     "output-not-a-run": (with_("--output-dir", "{t}/notrun"), 2,
                          "output directory is not empty and is not a mens run (holds notes.txt…)"),
+    "output-is-the-model-run": (with_("--model", "{t}/m_run")[:6] + ["{t}/m_run"] + T[7:] + ["--backend", "full"], 2,
+                                "--output-dir is the base model's own directory ({t}/m_run)"),
     "output-missing": (["train", "--model", "{model}", "--data-dir", "{t}/data", "--preset", "tiny", "--device", "cpu"],
                        2, "no output directory given (--output-dir)"),
+    "resume-manifest-garbage": (with_("--output-dir", "{t}/run_badmanifest"), 2,
+                                "malformed training manifest: Expecting property name enclosed in double quotes "
+                                "({t}/run_badmanifest/training_manifest.json) — restore it, or pass --force-restart"),
+    "force-restart-keeps-run-on-error": (T[:3] + ["--data-dir", "{t}/none", "--output-dir", "{t}/run_done"] + T[7:]
+                                         + ["--force-restart"], 2, "data directory not found ({t}/none)"),
     # data
     "data-missing": (with_("--data-dir", "{t}/none"), 2, "data directory not found ({t}/none)"),
     "data-is-file": (with_("--data-dir", "{t}/afile"), 2, "--data-dir is a file but not a .jsonl or .parquet one ({t}/afile)"),
@@ -171,6 +189,15 @@ CASES = {
     "bench-latin1": (flag("--bench", "{t}/bench_latin1.jsonl"), 2, "({t}/bench_latin1.jsonl:1)"),
     "bench-with-fsdp": (flag("--bench", "{t}/bench.jsonl", "--distributed", "fsdp"), 2,
                         "--distributed fsdp does not support --bench"),
+    # --chat-template: a broken template is named, not a traceback after the model loads
+    "chat-template-missing": (flag("--chat-template", "{t}/none.jinja"), 2, "unknown chat template"),
+    "chat-template-unclosed": (flag("--chat-template", "{t}/unclosed.jinja"), 2,
+                               "the chat template is not valid Jinja: unexpected end of template, expected 'end of "
+                               "print statement'. (line 1) ({t}/unclosed.jinja)"),
+    "chat-template-raises": (flag("--chat-template", "{t}/raises.jinja"), 2,
+                             "the chat template fails on pair 1: no system role"),
+    "model-broken-template": (with_("--model", "{t}/m_badtemplate"), 2,
+                              "the chat template fails on pair 1: unexpected end of template"),
     # config YAML
     "config-missing": (flag("--config", "{t}/none.yaml"), 2, "config file not found ({t}/none.yaml)"),
     "config-folder": (flag("--config", "{t}/adir"), 2, "config file not found ({t}/adir)"),
@@ -184,11 +211,15 @@ CASES = {
     "config-beta-above-one": (flag("--config", "{t}/cfg_betas.yaml"), 2, "adam_betas must be in [0, 1)"),
     "config-bf16-not-bool": (flag("--config", "{t}/cfg_bf16.yaml"), 2, "bf16 must be true or false, got 'maybe'"),
     "config-epochs-inf": (T[:-2] + ["--config", "{t}/cfg_epochs_inf.yaml"], 2, "epochs must be a finite number"),
+    "config-preset-unknown": (T[:7] + T[9:] + ["--config", "{t}/cfg_preset.yaml"], 2,
+                              "unknown preset 'huge' ({t}/cfg_preset.yaml)"),
     # the base model
     "model-none": (T[:1] + T[3:], 2, "no base model given"),
     "model-missing": (with_("--model", "{t}/nomodel"), 2, "model directory not found ({t}/nomodel)"),
     "model-is-file": (with_("--model", "{t}/afile"), 2, "model path is not a directory ({t}/afile)"),
     "model-empty-dir": (with_("--model", "{t}/adir"), 2, "model directory has no config.json ({t}/adir)"),
+    "model-adapter-run": (with_("--model", "{t}/adapter"), 2,
+                          "--model is a LoRA adapter run, not a model ({t}/adapter)"),
     "model-no-config": (with_("--model", "{t}/m_noconfig"), 2, "model directory has no config.json"),
     "model-no-tokenizer": (with_("--model", "{t}/m_notokenizer"), 2, "model directory has no tokenizer"),
     "model-garbage-config": (with_("--model", "{t}/m_badconfig"), 2,

@@ -87,7 +87,7 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
 
     path = prefs_path(data)
     rows = read_prefs(path)
-    run, resume = rl_run.open_run(output_dir, force_restart)
+    run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     start = rl_run.load_start(model, opts.device)
     args = DPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate, batch_size=opts.batch_size,
                                            seed=opts.seed, save_steps=opts.save_steps, device=opts.device),

@@ -109,13 +109,27 @@ def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[
         if hits:
             raise MensError(f"the prompts hold held-out bench task {hits[0]['id']!r} ({len(hits)} overlap(s))",
                             hits[0]["where"], "remove bench tasks from the prompts: RL on them measures memory")
-    out = []
-    for row in rows:
+    from mens.lang import get_pack
+
+    out, packs = [], {}
+    for i, row in enumerate(rows, 1):
         needles = row.get("expect_contains") or []
         if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
             raise MensError("'expect_contains' must be a list of strings", str(path), "fix the row")
-        out.append({"prompt": [{"role": "user", "content": row["prompt"]}], "lang": str(row.get("lang") or "vox"),
-                    "expect_contains": needles, "tests": tests_source(row.get("tests"))})
+        tests, lang = row.get("tests"), row.get("lang") or "vox"
+        if tests is not None and not isinstance(tests, (str, list)):
+            raise MensError(f"'tests' of prompt row {i} must be a string or a list of statements, got {tests!r}",
+                            str(path), "fix the row")
+        if not isinstance(lang, str):
+            raise MensError(f"'lang' of prompt row {i} must be a language name, got {lang!r}", str(path),
+                            "e.g. \"lang\": \"python\" (default vox)")
+        if lang not in packs:  # an unknown language now, not at the first reward after the model loads
+            try:
+                packs[lang] = get_pack(lang)
+            except MensError as err:
+                raise MensError(f"prompt row {i}: {err.what}", str(path), err.todo or "fix its 'lang'") from None
+        out.append({"prompt": [{"role": "user", "content": row["prompt"]}], "lang": lang,
+                    "expect_contains": needles, "tests": tests_source(tests)})
     return out
 
 
@@ -130,6 +144,9 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
     from mens.rl.sampler import grpo_trainer_class
 
     rows = read_prompt_rows(prompts, bench)
+    if len(rows) < opts.prompts_per_step:  # TRL would drop the short batch and train 0 steps
+        raise MensError(f"{len(rows)} prompt(s), fewer than prompts_per_step ({opts.prompts_per_step}): no step "
+                        "would train", str(prompts), "add prompts, or set prompts_per_step lower in the rl config")
     limits = Limits(timeout_s=opts.sandbox_timeout_s, memory_mb=opts.sandbox_memory_mb)
     funcs = [batch_reward(n, limits) for n, w in opts.rewards.items() if w]
     weights = [float(w) for w in opts.rewards.values() if w]
@@ -137,7 +154,7 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
         func.__name__ = name
         funcs.append(func)
         weights.append(float(w))
-    run, resume = rl_run.open_run(output_dir, force_restart)
+    run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     start = rl_run.load_start(model, opts.device)
     args = GRPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate,
                                             batch_size=opts.prompts_per_step * opts.num_generations, seed=opts.seed,

@@ -76,11 +76,22 @@ def lora_config(r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = 
                       modules_to_save=["lm_head"] if train_lm_head else None)
 
 
-def open_run(output_dir: str | Path, force_restart: bool) -> tuple[Path, str | None]:
-    """The run dir, and the newest TRL checkpoint to resume from (None: start fresh)."""
+def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | None = None) -> tuple[Path, str | None]:
+    """The run dir, and the newest TRL checkpoint to resume from (None: start fresh). It is new,
+    empty, or a run (mens's manifest, or this command's telemetry or checkpoints), and not the
+    start model (`start`) itself."""
     run = Path(output_dir)
     if run.is_file():
         raise MensError("is a file, not a run directory", str(run), "give a directory for --output-dir")
+    if start is not None and run.exists() and Path(start).exists() and run.resolve() == Path(start).resolve():
+        raise MensError("--output-dir is the start model's own directory", str(run),
+                        "give a new --output-dir: the run would overwrite the model it starts from")
+    if run.is_dir() and not any((run / name).exists() for name in ("training_manifest.json", "telemetry.jsonl",
+                                                                   CHECKPOINTS)):
+        others = sorted(p.name for p in run.iterdir())
+        if others:
+            raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)", str(run),
+                            "choose a new --output-dir")
     ckpts = run / CHECKPOINTS
     if force_restart:  # under torchrun rank 0 clears; no rank reads the checkpoints before the first save
         if main_rank() and run.is_dir():

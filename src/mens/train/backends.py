@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mens.errors import MensError
 from mens.chat_template import fit_embeddings, set_chat_template
-from mens.hf import NF4, BaseModelInfo, load_causal_lm, load_tokenizer, max_positions, resolve_base
+from mens.hf import NF4, BaseModelInfo, is_adapter_run, load_causal_lm, load_tokenizer, max_positions, resolve_base
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
 
 if TYPE_CHECKING:
@@ -89,6 +89,9 @@ def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int]]:
 
     from mens.train import preflight
 
+    if is_adapter_run(cfg.model) and not (Path(cfg.model) / "config.json").is_file():
+        raise MensError("--model is a LoRA adapter run, not a model", cfg.model,
+                        "give its base model as --model, or `mens merge` the run into a model directory first")
     base = resolve_base(cfg.model)
     if base.path:
         preflight.check_model_files(base.path)

@@ -198,7 +198,7 @@ class TrainConfig:
         if self.chat_template is not None:  # an unknown name or a missing file: before any model loads
             from mens.chat_template import resolve_chat_template
 
-            resolve_chat_template(self.chat_template, "--chat-template")
+            _check_template(resolve_chat_template(self.chat_template, "--chat-template"), self.chat_template)
         if self.min_rating is not None and not 1 <= self.min_rating <= 5:
             raise bad(f"min_rating must be 1-5, got {self.min_rating}", "set --min-rating 1..5")
         for name in ("lr", "epochs", "weight_decay", "max_grad_norm", "lora_dropout", "val_split", "scratch_dropout",
@@ -248,6 +248,20 @@ class TrainConfig:
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             self.target_modules = [m.strip() for m in self.target_modules.split(",") if m.strip()]
         return self
+
+
+def _check_template(text: str, setting: str) -> None:
+    """The chat template compiles as apply_chat_template compiles it: a syntax error is named
+    now, not as a traceback once the model has loaded."""
+    from jinja2 import TemplateError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        _compile_jinja_template(text)
+    except TemplateError as err:
+        line = f" (line {err.lineno})" if getattr(err, "lineno", None) else ""
+        raise MensError(f"the chat template is not valid Jinja: {err}{line}", setting,
+                        "fix the template file, or pass --chat-template chatml") from None
 
 
 def field_type(name: str) -> type:
@@ -362,7 +376,9 @@ def resolve_config(flags: dict[str, Any], yaml_path: str | None = None,
     values: dict[str, Any] = {}
     if preset_name:
         if preset_name not in PRESETS:
-            raise MensError(f"unknown preset {preset_name!r}", "--preset", f"use one of {', '.join(PRESETS)}")
+            from_file = preset_name == from_yaml.get("preset") and not given.get("preset")
+            where = str(yaml_path) if from_file else "--preset"
+            raise MensError(f"unknown preset {preset_name!r}", where, f"use one of {', '.join(PRESETS)}")
         values.update(PRESETS[preset_name].values)
         values["preset"] = preset_name
     values.update(from_yaml)

@@ -167,6 +167,8 @@ def only_last_k(ex: Example, k: int) -> Example:
 def build_examples(pairs: list[Pair], tokenizer, seq_len: int, *, system_prompt: str | None = None,
                    ce_last_k: int | None = None, min_rating: int | None = None,
                    stats: DataStats | None = None) -> tuple[list[Example], DataStats]:
+    from jinja2 import TemplateError
+
     stats = stats or DataStats()
     stats.chat_format = ensure_chat_template(tokenizer)
     out: list[Example] = []
@@ -175,7 +177,12 @@ def build_examples(pairs: list[Pair], tokenizer, seq_len: int, *, system_prompt:
         if min_rating is not None and pair.rating is not None and pair.rating < min_rating:
             stats.dropped_min_rating += 1
             continue
-        ex, resp_at, header_at = encode_pair(pair, tokenizer, system_prompt)
+        try:
+            ex, resp_at, header_at = encode_pair(pair, tokenizer, system_prompt)
+        except TemplateError as err:  # a template that does not compile, or raises on this row
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise MensError(f"the chat template fails on pair {stats.pairs}: {first}", pair.source,
+                            "fix the template (--chat-template, or the model's own) or the pair") from None
         ex, cut_prompt, cut_resp = truncate(ex, resp_at, header_at, seq_len)
         if cut_prompt or cut_resp:
             stats.truncated_examples += 1

@@ -53,6 +53,7 @@ class Run:
     run_dir: Path
     previous: dict            # the manifest found in run_dir ({} when starting over)
     resume_from: Path | None  # the checkpoint to resume from
+    restart: bool = False     # --force-restart: the earlier run's artifacts go once every check has passed
 
     @property
     def main(self) -> bool:
@@ -106,19 +107,22 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
     if info.device == "cuda":
         torch.cuda.set_device(local_rank)
     run_dir = preflight.check_run_dir(cfg.output_dir)
+    if cfg.model and Path(cfg.model).is_dir() and Path(cfg.model).resolve() == run_dir.resolve():
+        raise MensError("--output-dir is the base model's own directory", str(run_dir),
+                        "give a new --output-dir: the run would overwrite the model it starts from")
     preflight.check_bench(cfg.bench)
     preflight.check_preset(cfg.preset, info.device, info.memory_gb)
-    previous = {} if force_restart else read_manifest(run_dir)
+    try:
+        previous = {} if force_restart else read_manifest(run_dir)
+    except MensError as err:  # rerunning would only read it again; --force-restart does not read it
+        raise MensError(err.what, err.where, "restore it, or pass --force-restart to start over") from None
     if rank == 0:  # temp files and folders of a killed run: nothing else writes them
         for item in remove_run_leftovers(run_dir):
             say(f"mens: removed {item}, left by a run that was stopped while writing it")
-    if force_restart and rank == 0:
-        for name in RUN_ARTIFACTS:
-            target = run_dir / name
-            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     dev = torch.device(f"cuda:{local_rank}" if info.device == "cuda" else info.device)
-    run = Run(rank, world, distributed.mode(cfg.distributed, world), info.device, dev, info, run_dir, previous, None)
-    if run.completed:
+    run = Run(rank, world, distributed.mode(cfg.distributed, world), info.device, dev, info, run_dir, previous, None,
+              force_restart)
+    if run.completed or force_restart:
         return run
     if world > 1:
         dist.barrier()
@@ -266,6 +270,10 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     manifest.results.total_steps = total_steps
     if run.previous.get("created"):
         manifest.created = run.previous["created"]
+    if run.restart and run.main:  # only now: a typo in the command must not cost the earlier run
+        for name in RUN_ARTIFACTS:
+            target = run.run_dir / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     telemetry = Telemetry.for_run(run.run_dir, cfg.report_to, enabled=run.main)
     if run.main:
         manifest.write(run.run_dir)

@@ -45,6 +45,11 @@ def _clock(ts) -> str | None:
         return None
 
 
+def _num(value):
+    """A telemetry or manifest figure, or None when it is not a number (a hand-edited file)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def run_status(run_dir: str | Path) -> dict:
     """A summary dict of the run (also what `--json` prints)."""
     run = Path(run_dir)
@@ -58,17 +63,17 @@ def run_status(run_dir: str | Path) -> dict:
         last[e.get("event")] = e
     start = last.get("train_start", {})
     step = last.get("step", {})
-    total = start.get("total_steps") or (manifest or {}).get("results", {}).get("total_steps")
+    total = _num(start.get("total_steps")) or _num((manifest or {}).get("results", {}).get("total_steps"))
     status = (manifest or {}).get("status", "running")
     if status == "running" and events and events[-1].get("event") == "train_end":
         status = events[-1].get("status", status)
     if status == "running" and not _alive((manifest or {}).get("process")):
         status = "dead"  # the process that wrote `running` is gone without saying why
     return {
-        "run": str(run), "status": status, "step": step.get("step", 0), "total_steps": total,
-        "loss": step.get("loss"), "lr": step.get("lr"), "tokens_per_s": step.get("tokens_per_s"),
-        "eta_s": step.get("eta_s") if status == "running" else 0,
-        "progress": step.get("progress"), "val_loss": last.get("eval", {}).get("val_loss"),
+        "run": str(run), "status": status, "step": _num(step.get("step")) or 0, "total_steps": total,
+        "loss": _num(step.get("loss")), "lr": _num(step.get("lr")), "tokens_per_s": _num(step.get("tokens_per_s")),
+        "eta_s": _num(step.get("eta_s")) if status == "running" else 0,
+        "progress": _num(step.get("progress")), "val_loss": _num(last.get("eval", {}).get("val_loss")),
         "last_checkpoint": last.get("checkpoint", {}).get("path"),
         "updated": _clock(events[-1].get("ts")) if events else None,
         "error": (manifest or {}).get("error"),
