@@ -4,6 +4,7 @@ read with one-line errors."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -132,16 +133,39 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[Any]) -> int:
     return n
 
 
+@functools.cache
+def _unique_key_loader():
+    """yaml.SafeLoader that refuses a key written twice in one mapping (PyYAML keeps the last
+    silently: `lr: 1e-4` … `lr: 3e-3` trains at 3e-3 with nothing said). Keys a `<<` merge brings
+    in may be overridden, as YAML allows."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first at line {seen[key] + 1})", key_node.start_mark)
+                seen.setdefault(key, key_node.start_mark.line)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
+
+
 def read_yaml(path: str | Path, what: str, fix: str) -> Any:
     """A YAML file's data (a config, a policy); every way it can be unreadable is one line naming
-    the file: missing, not UTF-8, nested too deeply, malformed (at its line)."""
+    the file: missing, not UTF-8, nested too deeply, malformed (at its line), a key twice."""
     import yaml
 
     path = Path(path)
     if not path.is_file():
         raise MensError(f"{what} not found", str(path), fix)
     try:
-        return yaml.safe_load(path.read_bytes().decode("utf-8"))
+        return yaml.load(path.read_bytes().decode("utf-8"), Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError:
         raise MensError(f"{what} is not UTF-8 text", str(path), fix) from None
     except RecursionError:

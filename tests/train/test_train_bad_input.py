@@ -43,7 +43,7 @@ def inputs(t: Path, model: Path, argv: str) -> None:
                        "binary": b"lr: \xff\xfe\x00\n", "deep": ("lr: " + DEEP + "\n").encode(),
                        "malformed": b"lr: [unclosed\n", "steps": b"max_steps: -4\n", "betas": b"adam_beta1: 2\n",
                        "bf16": b"bf16: maybe\n", "epochs_inf": b"epochs: .inf\nmax_steps: null\n",
-                       "preset": b"preset: huge\n"}.items():
+                       "preset": b"preset: huge\n", "twice": b"lr: 1.0e-4\nmax_steps: 3\nlr: 3.0e-3\n"}.items():
         (t / f"cfg_{name}.yaml").write_bytes(text)
     models = {"m_badconfig": ("config.json", b"{garbage"), "m_binaryconfig": ("config.json", b"\x00\xff" * 20),
               "m_truncated": ("model.safetensors", None), "m_badtokenizer": ("tokenizer.json", b"\x00\x01\x02"),
@@ -207,6 +207,8 @@ CASES = {
     "config-binary": (flag("--config", "{t}/cfg_binary.yaml"), 2, "config file is not UTF-8 text ({t}/cfg_binary.yaml)"),
     "config-deep": (flag("--config", "{t}/cfg_deep.yaml"), 2, "config file is nested too deeply"),
     "config-malformed": (flag("--config", "{t}/cfg_malformed.yaml"), 2, "config file is not valid YAML"),
+    "config-key-twice": (flag("--config", "{t}/cfg_twice.yaml"), 2,
+                         "key 'lr' appears twice (first at line 1) ({t}/cfg_twice.yaml:3)"),
     "config-negative-steps": (T[:-2] + ["--config", "{t}/cfg_steps.yaml"], 2, "max_steps must be >= 1, got -4"),
     "config-beta-above-one": (flag("--config", "{t}/cfg_betas.yaml"), 2, "adam_betas must be in [0, 1)"),
     "config-bf16-not-bool": (flag("--config", "{t}/cfg_bf16.yaml"), 2, "bf16 must be true or false, got 'maybe'"),
