@@ -182,6 +182,9 @@ CASES = {
     "data-binary": (with_("--data-dir", "{t}/data_binary"), 2, "({t}/data_binary/train.jsonl:1)"),
     "data-deep": (with_("--data-dir", "{t}/data_deep"), 2, "nested too deeply ({t}/data_deep/train.jsonl:1)"),
     "data-no-response": (with_("--data-dir", "{t}/data_noresponse"), 2, "({t}/data_noresponse/train.jsonl:1)"),
+    "data-all-skipped": (with_("--data-dir", "{t}/data_noresponse") + ["--lenient"], 2,
+                         "train.jsonl holds no training pairs: --lenient skipped all 1 line(s), the first "
+                         "{t}/data_noresponse/train.jsonl:1"),
     # --bench is read before training, not after it
     "bench-missing": (flag("--bench", "{t}/none.jsonl"), 2, "bench not found (--bench {t}/none.jsonl)"),
     "bench-empty": (flag("--bench", "{t}/bench_empty.jsonl"), 2, "the bench holds no tasks (--bench {t}/bench_empty.jsonl)"),

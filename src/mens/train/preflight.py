@@ -63,6 +63,11 @@ def check_bench(bench: str | None) -> None:
         raise MensError("the bench holds no tasks", f"--bench {bench}", "give a .jsonl file with one task a line")
 
 
+def _all_skipped(skipped: list[str]) -> str:
+    """Why a --lenient read left nothing: every line was bad (the first one named)."""
+    return f": --lenient skipped all {len(skipped)} line(s), the first {skipped[0]}" if skipped else ""
+
+
 def check_data(data_dir: str | None, lenient: bool = False,
                flag: str = "--data-dir") -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
     """train.jsonl (and an optional val.jsonl) in the data dir, well-formed and non-empty.
@@ -77,7 +82,8 @@ def check_data(data_dir: str | None, lenient: bool = False,
     if root.is_file():  # the training file itself (a pipeline stage's input, a user's own file): no val file
         pairs, skipped = read_pairs(root, lenient=lenient)
         if not pairs:
-            raise MensError("the training file holds no training pairs", str(root), "add rows, one JSON object a line")
+            raise MensError("the training file holds no training pairs" + _all_skipped(skipped), str(root),
+                            "add rows, one JSON object a line")
         return root, pairs, None, skipped
     if not root.is_dir():
         raise MensError("data directory not found", str(root), f"pass {flag} DIR holding train.jsonl")
@@ -91,7 +97,7 @@ def check_data(data_dir: str | None, lenient: bool = False,
                         "run `mens corpus mix`, or put a train.jsonl (one row per line) there")
     pairs, skipped = read_pairs(train, lenient=lenient)
     if not pairs:
-        raise MensError("train.jsonl holds no training pairs", str(train),
+        raise MensError("train.jsonl holds no training pairs" + _all_skipped(skipped), str(train),
                         "add prompt/response pairs, one JSON object a line")
     if len(pairs) < MIN_PAIRS_WARN:
         say(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
