@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-out", type=Path, default=REPO / "bench" / "results" / "serve_grammar.json")
     args = ap.parse_args(argv)
 
-    from mens.evaluate.bench import code_of, load_tasks, score_bench
+    from mens.evaluate.bench import code_of, score_bench
+    from mens.evaluate.tasks import load_tasks
     from mens.lang import get_pack
     from mens.serve.grammar import Constraint
 

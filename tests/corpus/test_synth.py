@@ -226,7 +226,7 @@ def _bench():
 
 
 def test_bench_is_well_formed_and_broad(pack):
-    from mens.evaluate.bench import load_tasks
+    from mens.evaluate.tasks import load_tasks
 
     tasks = _bench()
     assert len(tasks) >= 45 and len(load_tasks(BENCH)) == len(tasks)

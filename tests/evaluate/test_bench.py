@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from mens.evaluate.bench import BenchTask, bench_callback, pass_at_k, score_bench, score_sample, stub_reason
+from mens.evaluate.bench import bench_callback, pass_at_k, score_bench, score_sample, stub_reason
+from mens.evaluate.tasks import BenchTask
 
 PY_TASK = BenchTask(id="t1", category="function", prompt="Write add.", expect_contains=["def add", "return"],
                     lang="python")

@@ -53,7 +53,7 @@ def _training_texts(paths: list[str | Path]) -> list[tuple[str, str, str]]:
 
 def find_contamination(bench: str | Path, data: list[str | Path], min_words: int = 8) -> dict[str, Any]:
     """A report `{bench, data, tasks_checked, contaminated, hits: [{id, field, where}]}`."""
-    from mens.evaluate.bench import load_tasks
+    from mens.evaluate.tasks import load_tasks
     from mens.lang import get_pack
 
     tasks = [t for t, _ in load_tasks(bench)]

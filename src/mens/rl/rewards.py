@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mens.evaluate.bench import BenchTask, code_of, score_sample
+from mens.evaluate.bench import code_of, score_sample
+from mens.evaluate.tasks import BenchTask
 from mens.lang import get_pack
 from mens.rl.sandbox import Limits, run_tests
 

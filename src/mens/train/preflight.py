@@ -55,7 +55,7 @@ def check_bench(bench: str | None) -> None:
     """`--bench` is checked now, not when training ends: it exists and holds readable tasks."""
     if not bench:
         return
-    from mens.evaluate.bench import load_tasks
+    from mens.evaluate.tasks import load_tasks
 
     if not Path(bench).exists():
         raise MensError("bench not found", f"--bench {bench}", "give a bench .jsonl file or a folder holding some")
