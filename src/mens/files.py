@@ -83,6 +83,43 @@ def check_output(path: str | Path, flag: str = "-o") -> Path:
     return path
 
 
+LOCK_FILE = ".mens.lock"
+_HELD: dict[Path, int] = {}  # folder → the open lock file this process holds
+
+
+def hold_lock(folder: str | Path, what: str) -> None:
+    """Take this process's exclusive lock on `folder` (a `.mens.lock` file in it) until
+    `release_lock`, or until the process ends: the OS drops a dead process's lock, so a killed
+    run never leaves a stale one. A second mens process writing the same run or work dir would
+    mix its checkpoints, telemetry and manifest with the first one's; it stops here instead, with
+    one line. Taken again by the process that holds it, it is a no-op. Without fcntl (Windows)
+    there is no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    folder = Path(folder).resolve()
+    if folder in _HELD:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise MensError(f"another mens process is writing this {what}", str(folder),
+                        "wait for it to finish (or stop it) before running this again") from None
+    _HELD[folder] = fd
+
+
+def release_lock(folder: str | Path) -> None:
+    """Give back `hold_lock`'s lock (the lock file goes too: a run dir holds only what it says)."""
+    fd = _HELD.pop(Path(folder).resolve(), None)
+    if fd is not None:
+        (Path(folder) / LOCK_FILE).unlink(missing_ok=True)
+        os.close(fd)
+
+
 def check_not_input(out: str | Path, *inputs: str | Path) -> None:
     """Fail before any work when the output `out` is one of the `inputs` (the same file by any
     path): writing it would replace what the command reads."""

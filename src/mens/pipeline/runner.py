@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from mens.errors import GateFailure, MensError
 from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
-from mens.files import write_json_atomic
+from mens.files import hold_lock, release_lock, write_json_atomic
 
 STATE_NAME = "pipeline_state.json"
 
@@ -285,7 +285,19 @@ def select(stages: list[Stage], names: str | None) -> list[Stage]:
 def run_pipeline(ctx: Context, stages: list[Stage], *, dry_run: bool = False,
                  on_stage: Callable[[StageOutcome], None] | None = None) -> list[StageOutcome]:
     """Run (or, dry, plan) the stages in order. Returns one outcome per stage; raises the first
-    failure's error after recording it (GateFailure from the gate only after card and report)."""
+    failure's error after recording it (GateFailure from the gate only after card and report).
+    A run holds the work dir's lock: a second pipeline on it stops at once (files.hold_lock)."""
+    if dry_run:
+        return _run_stages(ctx, stages, dry_run, on_stage)
+    hold_lock(ctx.work, "pipeline work dir")
+    try:
+        return _run_stages(ctx, stages, dry_run, on_stage)
+    finally:
+        release_lock(ctx.work)
+
+
+def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
+                on_stage: Callable[[StageOutcome], None] | None) -> list[StageOutcome]:
     ctx.work.mkdir(parents=True, exist_ok=True)
     state = load_state(ctx.work)
     outcomes: list[StageOutcome] = []

@@ -1,6 +1,6 @@
-"""THE training loop: `train()` reads top to bottom, the same for every backend. What differs
-between full, lora, qlora and scratch is what their builder returned (`mens.train.backends`);
-everything before the first step is `mens.train.prepare`.
+"""THE training loop: `train()` (its body, `_train`) reads top to bottom, the same for every
+backend. What differs between full, lora, qlora and scratch is what their builder returned
+(`mens.train.backends`); everything before the first step is `mens.train.prepare`.
 
 A step: `window` micro-batches (rank r takes every world-th), each run in the passes of the
 speed plan, each pass's loss divided by the whole window's supervised tokens and backpropagated;
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mens.files import release_lock
 from mens.progress import NoBar, progress, say
 from mens.progress import plain_lines as progress_lines
 from mens.train.checkpoint import rng_state, save_checkpoint, weights_sha256
@@ -42,6 +43,15 @@ class Outcome:
 
 def train(cfg: TrainConfig, force_restart: bool = False,
           on_step: Callable[[int, float], None] | None = None) -> Outcome:
+    """Train `cfg` into cfg.output_dir: resume it, or start it, and save it (see the module doc)."""
+    try:
+        return _train(cfg, force_restart, on_step)
+    finally:  # the run dir's lock (prepare takes it), given back however training ended
+        if cfg.output_dir:
+            release_lock(cfg.output_dir)
+
+
+def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float], None] | None) -> Outcome:
     import torch
     import torch.distributed as dist
     from transformers.utils import logging as hf_logging

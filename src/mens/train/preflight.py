@@ -7,12 +7,13 @@ import math
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.files import LOCK_FILE
 from mens.progress import say
 from mens.records import Pair, read_pairs
 
 MIN_PAIRS_WARN = 100
 # What a run dir may hold before its first run (`--background` creates logs/ first).
-_FRESH_OK = {"logs"}
+_FRESH_OK = {"logs", LOCK_FILE}
 
 
 def check_run_dir(output_dir: str | None) -> Path:

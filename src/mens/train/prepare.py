@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from mens.errors import MensError
+from mens.files import hold_lock
 from mens.hf import read_manifest
 from mens.progress import say
 from mens.train import distributed, preflight
@@ -116,9 +117,6 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
         previous = {} if force_restart else read_manifest(run_dir)
     except MensError as err:  # rerunning would only read it again; --force-restart does not read it
         raise MensError(err.what, err.where, "restore it, or pass --force-restart to start over") from None
-    if rank == 0:  # temp files and folders of a killed run: nothing else writes them
-        for item in remove_run_leftovers(run_dir):
-            say(f"mens: removed {item}, left by a run that was stopped while writing it")
     dev = torch.device(f"cuda:{local_rank}" if info.device == "cuda" else info.device)
     run = Run(rank, world, distributed.mode(cfg.distributed, world), info.device, dev, info, run_dir, previous, None,
               force_restart)
@@ -270,6 +268,10 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     manifest.results.total_steps = total_steps
     if run.previous.get("created"):
         manifest.created = run.previous["created"]
+    if run.main:  # the first write: from here on this process alone writes the run dir
+        hold_lock(run.run_dir, "run directory")
+        for item in remove_run_leftovers(run.run_dir):  # temp files and folders of a killed run
+            say(f"mens: removed {item}, left by a run that was stopped while writing it")
     if run.restart and run.main:  # only now: a typo in the command must not cost the earlier run
         for name in RUN_ARTIFACTS:
             target = run.run_dir / name
