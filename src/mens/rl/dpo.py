@@ -88,17 +88,20 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
     path = prefs_path(data)
     rows = read_prefs(path)
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
-    start = rl_run.load_start(model, opts.device)
-    args = DPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate, batch_size=opts.batch_size,
-                                           seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
-                     beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)
-    trainer = DPOTrainer(model=start.model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=start.tokenizer, peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
-                         callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
-    rl_run.quiet(trainer)
-    began = rl_run.clock()
-    trainer.train(resume_from_checkpoint=resume)
-    if trainer.state.global_step >= opts.steps:
-        rl_run.save_run(run, trainer, start, method="dpo", data=path, hyper=asdict(opts), seed=opts.seed,
-                        device=opts.device, wall=rl_run.clock() - began)
-    return trainer
+    try:
+        start = rl_run.load_start(model, opts.device)
+        args = DPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate, batch_size=opts.batch_size,
+                                               seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
+                         beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)
+        trainer = DPOTrainer(model=start.model, args=args, train_dataset=Dataset.from_list(rows),
+                             processing_class=start.tokenizer, peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
+                             callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
+        rl_run.quiet(trainer)
+        began = rl_run.clock()
+        trainer.train(resume_from_checkpoint=resume)
+        if trainer.state.global_step >= opts.steps:
+            rl_run.save_run(run, trainer, start, method="dpo", data=path, hyper=asdict(opts), seed=opts.seed,
+                            device=opts.device, wall=rl_run.clock() - began)
+        return trainer
+    finally:  # open_run's lock on the run dir
+        rl_run.release(run)

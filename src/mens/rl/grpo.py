@@ -155,24 +155,27 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
         funcs.append(func)
         weights.append(float(w))
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
-    start = rl_run.load_start(model, opts.device)
-    args = GRPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate,
-                                            batch_size=opts.prompts_per_step * opts.num_generations, seed=opts.seed,
-                                            save_steps=opts.save_steps, device=opts.device),
-                      num_generations=opts.num_generations, max_completion_length=opts.max_completion_length,
-                      temperature=opts.temperature, top_p=1.0, beta=opts.beta, epsilon=opts.epsilon,
-                      reward_weights=weights, loss_type="grpo", scale_rewards="group", disable_dropout=True,
-                      log_completions=False)
-    trainer = grpo_trainer_class()(model=start.model, reward_funcs=funcs, args=args,
-                                   train_dataset=Dataset.from_list(rows),
-                                   processing_class=start.tokenizer,
-                                   peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha,
-                                                                  train_lm_head=opts.train_lm_head),
-                                   callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
-    rl_run.quiet(trainer)
-    began = rl_run.clock()
-    trainer.train(resume_from_checkpoint=resume)
-    if trainer.state.global_step >= opts.steps:
-        rl_run.save_run(run, trainer, start, method="grpo", data=Path(prompts), hyper=asdict(opts), seed=opts.seed,
-                        device=opts.device, wall=rl_run.clock() - began)
-    return trainer
+    try:
+        start = rl_run.load_start(model, opts.device)
+        args = GRPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate,
+                                                batch_size=opts.prompts_per_step * opts.num_generations, seed=opts.seed,
+                                                save_steps=opts.save_steps, device=opts.device),
+                          num_generations=opts.num_generations, max_completion_length=opts.max_completion_length,
+                          temperature=opts.temperature, top_p=1.0, beta=opts.beta, epsilon=opts.epsilon,
+                          reward_weights=weights, loss_type="grpo", scale_rewards="group", disable_dropout=True,
+                          log_completions=False)
+        trainer = grpo_trainer_class()(model=start.model, reward_funcs=funcs, args=args,
+                                       train_dataset=Dataset.from_list(rows),
+                                       processing_class=start.tokenizer,
+                                       peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha,
+                                                                      train_lm_head=opts.train_lm_head),
+                                       callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
+        rl_run.quiet(trainer)
+        began = rl_run.clock()
+        trainer.train(resume_from_checkpoint=resume)
+        if trainer.state.global_step >= opts.steps:
+            rl_run.save_run(run, trainer, start, method="grpo", data=Path(prompts), hyper=asdict(opts), seed=opts.seed,
+                            device=opts.device, wall=rl_run.clock() - began)
+        return trainer
+    finally:  # open_run's lock on the run dir
+        rl_run.release(run)

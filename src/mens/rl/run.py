@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
+from mens.files import LOCK_FILE, hold_lock, release_lock
 from mens.chat_template import ensure_chat_template, generation_config
 from mens.hf import adapter_base, is_adapter_run, load_tokenizer, resolve_base
 
@@ -88,10 +89,12 @@ def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | No
                         "give a new --output-dir: the run would overwrite the model it starts from")
     if run.is_dir() and not any((run / name).exists() for name in ("training_manifest.json", "telemetry.jsonl",
                                                                    CHECKPOINTS)):
-        others = sorted(p.name for p in run.iterdir())
+        others = sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE)
         if others:
             raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)", str(run),
                             "choose a new --output-dir")
+    if main_rank():  # one process writes a run dir (files.hold_lock); release() gives it back
+        hold_lock(run, "run directory")
     ckpts = run / CHECKPOINTS
     if force_restart:  # under torchrun rank 0 clears; no rank reads the checkpoints before the first save
         if main_rank() and run.is_dir():
@@ -102,6 +105,11 @@ def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | No
     run.mkdir(parents=True, exist_ok=True)
     found = sorted(ckpts.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])) if ckpts.is_dir() else []
     return run, (str(found[-1]) if found else None)
+
+
+def release(run: Path) -> None:
+    """Give back open_run's lock on the run dir (dpo() and grpo() do, however they end)."""
+    release_lock(run)
 
 
 def world_size() -> int:
