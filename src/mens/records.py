@@ -162,9 +162,12 @@ def _check_messages(messages: Any, where: str) -> None:
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(path: str | Path, skipped: list[str] | None = None, *,
+               has_lenient: bool = True) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object) for each non-blank line. A bad line raises a MensError
-    naming file:line, or, when a `skipped` list is given, is recorded there and passed over."""
+    naming file:line, or, when a `skipped` list is given, is recorded there and passed over. The
+    error's advice names `--lenient` only where the command has it (`has_lenient`)."""
+    skip = " or pass --lenient to skip it" if has_lenient else ""
     path = Path(path)
     if path.is_dir():
         raise MensError("is a folder, not a JSONL file", str(path), "give the file itself")
@@ -186,16 +189,16 @@ def iter_jsonl(path: str | Path, skipped: list[str] | None = None) -> Iterator[t
                     json.dumps(obj, ensure_ascii=False).encode("utf-8")
             except UnicodeEncodeError as err:
                 exc = MensError(f"a lone surrogate escape ({err.object[err.start]!r}) is not text",
-                                f"{path}:{lineno}", "fix the line or pass --lenient to skip it")
+                                f"{path}:{lineno}", "fix the line" + skip)
             except UnicodeDecodeError as err:
                 exc = MensError(f"line is not UTF-8 text (byte {err.start})", f"{path}:{lineno}",
                                 "re-encode the file as UTF-8")
             except json.JSONDecodeError as err:
                 exc = MensError(f"malformed JSON: {err.msg} at column {err.colno}", f"{path}:{lineno}",
-                                "fix the line or pass --lenient to skip it")
+                                "fix the line" + skip)
             except RecursionError:  # `[` × 100,000: the decoder gives up, the line is not data
                 exc = MensError("JSON nested too deeply", f"{path}:{lineno}",
-                                "flatten the line or pass --lenient to skip it")
+                                "flatten the line" + skip)
             else:
                 yield lineno, obj
                 continue

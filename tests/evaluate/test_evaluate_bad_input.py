@@ -148,7 +148,8 @@ CASES = {
     "bench-empty-dir": (B[:4] + ["{t}/emptydir", "-o", "{t}/out.json"], 2, "no bench tasks found ({t}/emptydir)"),
     "bench-latin1": (B[:4] + ["{t}/latin1.jsonl", "-o", "{t}/out.json"], 2, "line is not UTF-8 text (byte 15) ({t}/latin1.jsonl:2)"),
     "bench-binary": (B[:4] + ["{t}/binary.jsonl", "-o", "{t}/out.json"], 2, "({t}/binary.jsonl:1)"),
-    "bench-deep": (B[:4] + ["{t}/deep.jsonl", "-o", "{t}/out.json"], 2, "nested too deeply ({t}/deep.jsonl:2)"),
+    "bench-deep": (B[:4] + ["{t}/deep.jsonl", "-o", "{t}/out.json"], 2,
+                   "nested too deeply ({t}/deep.jsonl:2) — flatten the line\n"),  # bench has no --lenient to name
     "bench-task-without-prompt": (B[:4] + ["{t}/noprompt.jsonl", "-o", "{t}/out.json"], 2,
                                   "a bench task needs a non-empty string 'prompt' ({t}/noprompt.jsonl:1)"),
     "bench-context-absolute": (B[:4] + ["{t}/abs_ctx.jsonl", "-o", "{t}/out.json"], 2,
@@ -201,7 +202,7 @@ CASES = {
     "deco-data-folder": (D[:4] + ["{t}/adir"], 2, "is a folder, not a file (--data {t}/adir)"),
     "deco-latin1-data": (D[:4] + ["{t}/latin1.jsonl"], 2, "({t}/latin1.jsonl:2)"),
     "deco-binary-data": (D[:4] + ["{t}/binary.jsonl"], 2, "({t}/binary.jsonl:1)"),
-    "deco-deep-data": (D[:4] + ["{t}/deep.jsonl"], 2, "({t}/deep.jsonl:2)"),
+    "deco-deep-data": (D[:4] + ["{t}/deep.jsonl"], 2, "({t}/deep.jsonl:2) — flatten the line\n"),
     "deco-output-folder": (D + ["-o", "{t}/adir"], 2, OUTPUT_IS_FOLDER),
     "deco-output-under-file": (D + ["-o", "{t}/afile/r.json"], 2, "is a file, not a folder"),
     "deco-output-is-data": (D + ["-o", "{t}/data.jsonl"], 2, "the output would overwrite the input"),

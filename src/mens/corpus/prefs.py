@@ -37,7 +37,8 @@ def pairs_prefs(paths: list[str | Path], report: Report) -> list[dict[str, Any]]
     from mens.corpus.pairs import fence
     from mens.lang import get_pack
 
-    rows = [(f"{p}:{n}", obj) for p in paths for n, obj in iter_jsonl(p) if isinstance(obj, dict)]
+    rows = [(f"{p}:{n}", obj) for p in paths for n, obj in iter_jsonl(p, has_lenient=False)
+            if isinstance(obj, dict)]
     codegen: dict[str, str] = {}
     for _, obj in rows:
         if obj.get("lane") == "codegen" and obj.get("source") and isinstance(obj.get("prompt"), str):
@@ -123,7 +124,7 @@ def drop_contaminated(rows: list[dict[str, Any]], bench: str | Path, report: Rep
 def read_prompts(path: str | Path) -> list[dict[str, Any]]:
     """Prompt rows (bench-style tasks or pair rows): each needs a non-empty string `prompt`."""
     rows = []
-    for lineno, obj in iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path, has_lenient=False):
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
             raise MensError("a prompt row needs a non-empty string 'prompt'", f"{path}:{lineno}",
                             "write one JSON object a line with a 'prompt' (and optional lang, expect_contains, tests)")

@@ -34,7 +34,7 @@ def _training_texts(paths: list[str | Path]) -> list[tuple[str, str, str]]:
     """(where, prompt, response) for every row of the training files; any row shape counts."""
     rows = []
     for path in paths:
-        for lineno, obj in iter_jsonl(path):
+        for lineno, obj in iter_jsonl(path, has_lenient=False):
             if not isinstance(obj, dict):
                 continue
             prompt = str(obj.get("prompt") or obj.get("instruction") or "")  # a number or a list is text too

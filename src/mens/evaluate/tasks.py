@@ -61,7 +61,7 @@ def load_tasks(path: str | Path, limit: int | None = None) -> list[tuple[BenchTa
     seen: set[str] = set()
     langs: set[str] = set()
     for file in bench_files(path):
-        for lineno, obj in iter_jsonl(file):
+        for lineno, obj in iter_jsonl(file, has_lenient=False):
             where = f"{file}:{lineno}"
             if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
                 raise MensError("a bench task needs a non-empty string 'prompt'", where,

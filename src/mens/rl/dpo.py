@@ -63,7 +63,7 @@ def prefs_path(data: str | Path) -> Path:
 def read_prefs(path: str | Path) -> list[dict[str, Any]]:
     """Rows with string prompt, chosen and rejected (chosen ≠ rejected), as chat turns."""
     rows = []
-    for lineno, obj in iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path, has_lenient=False):
         where = f"{path}:{lineno}"
         if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k].strip()
                                                 for k in ("prompt", "chosen", "rejected")):
