@@ -354,3 +354,12 @@ def test_a_second_pipeline_on_a_busy_work_dir_stops(project, run_cli):
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract")
     assert code == 0, err
     assert not (work / ".mens.lock").exists()
+
+
+def test_a_broken_gate_policy_is_named_before_any_stage_runs(project, run_cli):
+    """The gate runs last; its policy is read when the config is, so a mistake in it does not
+    wait for the corpus and training stages."""
+    (project / "gates.yaml").write_text("gates:\n  - metric: eval.parse_rate\n    min: 0.5\n")
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--dry-run")
+    assert code == 2 and f"({project / 'gates.yaml'}: gates[0])" in err, err
+    assert not (project / "work").exists()

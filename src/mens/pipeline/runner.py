@@ -156,7 +156,13 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
     base = path.resolve().parent
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
-    return Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+    ctx = Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+    policy = ctx.path(ctx.section("gate").get("policy", "gates.yaml"))
+    if policy.is_file():  # a policy mistake is named now, not by the gate stage after training
+        from mens.evaluate.gates import load_policy
+
+        load_policy(policy)
+    return ctx
 
 
 # The keys each section may hold: a misspelt key (`max_step:`) is an error, not a silent default.
