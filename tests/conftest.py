@@ -51,6 +51,29 @@ def tiny_llama_dir(tmp_path_factory, tiny_tokenizer_dir):
     return build_model(tmp_path_factory.mktemp("tiny-llama"), "llama", tokenizer_dir=tiny_tokenizer_dir)
 
 
+@pytest.fixture
+def held_elsewhere():
+    """`with held_elsewhere(folder, what):` another Python process holds mens.files.hold_lock on
+    `folder` for the block (as a running `mens train` or pipeline would), and is killed after."""
+    import contextlib
+    import subprocess
+    import sys
+
+    @contextlib.contextmanager
+    def hold(folder, what: str):
+        code = (f"import time\nfrom mens.files import hold_lock\nhold_lock({str(folder)!r}, {what!r})\n"
+                "print('held', flush=True)\ntime.sleep(120)")
+        holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            yield
+        finally:
+            holder.kill()
+            holder.wait()
+
+    return hold
+
+
 @pytest.fixture(scope="session")
 def make_adapter_run(tmp_path_factory, tiny_model_dir):
     """Build a run dir as `mens train` writes it — a standard PEFT LoRA adapter (non-zero, so it

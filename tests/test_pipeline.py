@@ -330,27 +330,17 @@ def test_training_values_are_checked_before_any_stage_runs(tmp_path, run_cli, se
     assert not (tmp_path / "out").exists()
 
 
-def test_a_second_pipeline_on_a_busy_work_dir_stops(project, run_cli):
+def test_a_second_pipeline_on_a_busy_work_dir_stops(project, run_cli, held_elsewhere):
     """While another process holds the work dir (a pipeline running), a second pipeline on it
     stops at once with one line and runs no stage; once the holder is gone, it runs; no lock file
     is left behind. A dry run plans without the lock."""
-    import subprocess
-    import sys
-
     work = project / "work"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom mens.files import hold_lock\n"
-                               f"hold_lock({str(work)!r}, 'pipeline work dir')\nprint('held', flush=True)\n"
-                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(work, "pipeline work dir"):
         code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract")
         assert code == 2 and f"another mens process is writing this pipeline work dir ({work.resolve()})" in err
         assert not (work / "corpus").exists()
         code, _, _ = run_cli("pipeline", "--config", project / "pipeline.yaml", "--dry-run")
         assert code == 0
-    finally:
-        holder.kill()
-        holder.wait()
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract")
     assert code == 0, err
     assert not (work / ".mens.lock").exists()

@@ -21,28 +21,18 @@ def test_trainer_computes_in_bf16_only_on_a_gpu_with_native_bf16(tmp_path, monke
     assert args("cuda")["fp16"] is False and args("cuda")["use_cpu"] is False
 
 
-def test_a_run_dir_another_process_writes_is_refused(tmp_path):
+def test_a_run_dir_another_process_writes_is_refused(tmp_path, held_elsewhere):
     """`mens dpo` / `mens rl` hold their run dir as `mens train` does: while another process
     holds it, open_run stops with one line; once that process is gone, it opens, and release()
     leaves no lock file."""
-    import subprocess
-    import sys
-
     import pytest
 
     from mens.errors import MensError
 
     run = tmp_path / "rl-run"
-    holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom mens.files import hold_lock\n"
-                               f"hold_lock({str(run)!r}, 'run directory')\nprint('held', flush=True)\n"
-                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(run, "run directory"):
         with pytest.raises(MensError, match="another mens process is writing this run directory"):
             rl_run.open_run(run, force_restart=True)
-    finally:
-        holder.kill()
-        holder.wait()
     opened, resume = rl_run.open_run(run, force_restart=True)
     assert opened == run and resume is None and (run / ".mens.lock").is_file()
     rl_run.release(run)
