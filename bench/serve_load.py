@@ -38,6 +38,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
+if not ASSETS.is_dir() and (REPO / ".assets").is_dir():  # on the GPU machine: scripts/gpu_prepare's copy
+    ASSETS = REPO / ".assets"
 sys.path.insert(0, str(REPO / "src"))
 
 PROMPTS = [

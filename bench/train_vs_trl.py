@@ -42,6 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
+if not ASSETS.is_dir() and (REPO / ".assets").is_dir():  # on the GPU machine: scripts/gpu_prepare's copy
+    ASSETS = REPO / ".assets"
 CONFIG = ASSETS / "model-configs" / "qwen2.5-0.5b.json"
 TOKENIZER = ASSETS / "qwen2-tokenizer"
 PYTHON = sys.executable
