@@ -182,9 +182,11 @@ def test_pipeline_stops_at_the_first_failure(project, run_cli):
     assert code == 2 and "unknown stage(s): nope" in err
 
 
-def test_examples_pipeline_config_plans(run_cli, tmp_path):
-    """The bundled config parses and plans every stage (the quickstart runs it for real)."""
-    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+@pytest.mark.parametrize("name", ["pipeline.yaml", "pipeline-gpu.yaml"])
+def test_examples_pipeline_config_plans(run_cli, tmp_path, name):
+    """The bundled configs parse and plan every stage (the quickstart runs pipeline.yaml for
+    real; pipeline-gpu.yaml is scripts/gpu_check's, on a GPU)."""
+    config = yaml.safe_load((EXAMPLES / name).read_text())
     config["work_dir"] = str(tmp_path / "work")
     for key in ("sources",):
         config["corpus"][key] = [str(EXAMPLES / s) for s in config["corpus"][key]]
