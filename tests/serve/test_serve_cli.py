@@ -40,10 +40,13 @@ def test_full_queue_answers_429_and_recovers(tiny_model_dir):
     try:
         client = server.client()
         first = client.completions.create(model="q", prompt="fn", max_tokens=400, temperature=0, stream=True)
-        next(iter(first))                        # running: holds the only batch row
+        next(iter(first))                        # submitted (a first chunk may come before it is admitted)
+        deadline = time.time() + 10
+        while engine.snapshot()["waiting"] > 0:  # admitted: it holds the only batch row
+            assert time.time() < deadline
+            time.sleep(0.01)
         waiting = threading.Thread(target=lambda: client.completions.create(model="q", prompt="x", max_tokens=2))
         waiting.start()
-        deadline = time.time() + 10
         while engine.snapshot()["waiting"] < 1:
             assert time.time() < deadline
             time.sleep(0.01)
