@@ -248,7 +248,8 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # ---------------------------------------------------------------- manifest and telemetry
     manifest = Manifest(
         base_model=built.base.to_dict() if built.base else None, backend=cfg.backend,
-        quantization=built.quantization, dtype=str(built.dtype).replace("torch.", "") + (f"+{AUTOCAST_NAMES[mixed]}-autocast" if mixed else ""),
+        quantization=built.quantization,
+        dtype=str(built.dtype).replace("torch.", "") + (f"+{AUTOCAST_NAMES[mixed]}-autocast" if mixed else ""),
         tokenizer={"source": built.tokenizer_source, "vocab_size": len(tokenizer), "chat_format": stats.chat_format,
                    "chat_template": cfg.chat_template, "added_tokens": built.added_tokens},
         data={"dir": str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None,
