@@ -64,6 +64,10 @@ def compatible(file_fmt: str, row_fmt: str | None) -> bool:
     return row_fmt == file_fmt or (file_fmt in _NATIVE and row_fmt in _NATIVE)
 
 
+_JSON_TYPES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
 class FileFormat:
     """Holds a file to one format: `record_format` when given, else the first row's."""
 
@@ -78,8 +82,9 @@ class FileFormat:
     def check(self, obj: Any, where: str) -> str:
         fmt = row_format(obj)
         if fmt is None:
-            keys = ", ".join(sorted(obj)) if isinstance(obj, dict) else type(obj).__name__
-            raise MensError(f"row is in no known format (keys: {keys or 'none'})", where, _KNOWN_HELP)
+            what = (f"keys: {', '.join(sorted(obj)) or 'none'}" if isinstance(obj, dict)
+                    else f"a JSON {_JSON_TYPES.get(type(obj), type(obj).__name__)}, not an object")
+            raise MensError(f"row is in no known format ({what})", where, _KNOWN_HELP)
         if self.format is None:
             self.format = fmt
         elif not compatible(self.format, fmt):

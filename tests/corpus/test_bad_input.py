@@ -27,6 +27,7 @@ def inputs(t: Path) -> None:
     (t / "pairs.jsonl").write_text(line)
     (t / "units.jsonl").write_text(json.dumps(UNIT) + "\n")
     (t / "deep.jsonl").write_text(line + DEEP + "\n")
+    (t / "list_row.jsonl").write_text(line + "[1, 2]\n")
     (t / "deep_units.jsonl").write_text(json.dumps(UNIT) + "\n" + DEEP + "\n")
     (t / "latin1.jsonl").write_bytes(line.encode() + '{"prompt": "café"}\n'.encode("latin-1"))
     (t / "binary.jsonl").write_bytes(b"\x00\x01\x02PK\x03\x04\xff\xfe" * 64)
@@ -76,6 +77,8 @@ CASES = {
     "pairs-binary": (["corpus", "pairs", "{t}/binary.jsonl", "-o", "{t}/p.jsonl"], 2,
                      "({t}/binary.jsonl:1)"),
     "stats-latin1": (["corpus", "stats", "{t}/latin1.jsonl", "-o", "{t}/s.json"], 2, "{t}/latin1.jsonl:2"),
+    "stats-list-row": (["corpus", "stats", "{t}/list_row.jsonl", "-o", "{t}/s.json"], 2,
+                       "row is in no known format (a JSON list, not an object) ({t}/list_row.jsonl:2)"),
     "stats-binary-tokenizer": (["corpus", "stats", "{t}/pairs.jsonl", "--tokenizer", "{t}/tokenizer.json",
                                 "-o", "{t}/s.json"], 2, "cannot load tokenizer"),
     "vox-check-latin1": (["vox", "check", "{t}/latin1.vox"], 2,
