@@ -91,3 +91,18 @@ def test_bad_prefs(run_cli, tiny_model_dir, tmp_path, rows, phrase):
     (tmp_path / "prefs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert_one_line_error(run_cli, ["dpo", "--model", tiny_model_dir, "--data-dir", tmp_path,
                                     "--output-dir", tmp_path / "run"], 2, phrase, [tmp_path])
+
+
+def test_force_restart_keeps_the_earlier_run_when_the_model_does_not_load(prefs_dir, tmp_path):
+    """--force-restart clears the earlier run's checkpoints only once the start model has loaded:
+    a --model that is not a model costs nothing."""
+    from mens.errors import MensError
+    from mens.rl.dpo import dpo
+
+    run = tmp_path / "run"
+    (run / "trl-checkpoints" / "checkpoint-2").mkdir(parents=True)
+    (run / "telemetry.jsonl").write_text('{"event": "step", "step": 2}\n')
+    with pytest.raises(MensError):
+        dpo(str(tmp_path / "no-such-model"), prefs_dir, run, force_restart=True)
+    assert (run / "trl-checkpoints" / "checkpoint-2").is_dir() and (run / "telemetry.jsonl").is_file()
+    assert not (run / ".mens.lock").exists()

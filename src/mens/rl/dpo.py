@@ -90,6 +90,8 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     try:
         start = rl_run.load_start(model, opts.device)
+        if force_restart:  # only now: a --model that does not load must not cost the earlier run
+            rl_run.start_fresh(run)
         args = DPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate, batch_size=opts.batch_size,
                                                seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
                          beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)

@@ -157,6 +157,8 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     try:
         start = rl_run.load_start(model, opts.device)
+        if force_restart:  # only now: a --model that does not load must not cost the earlier run
+            rl_run.start_fresh(run)
         args = GRPOConfig(**rl_run.trainer_args(run, steps=opts.steps, lr=opts.learning_rate,
                                                 batch_size=opts.prompts_per_step * opts.num_generations, seed=opts.seed,
                                                 save_steps=opts.save_steps, device=opts.device),

@@ -96,15 +96,21 @@ def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | No
     if main_rank():  # one process writes a run dir (files.hold_lock); release() gives it back
         hold_lock(run, "run directory")
     ckpts = run / CHECKPOINTS
-    if force_restart:  # under torchrun rank 0 clears; no rank reads the checkpoints before the first save
-        if main_rank() and run.is_dir():
-            shutil.rmtree(ckpts, ignore_errors=True)
-            (run / "telemetry.jsonl").unlink(missing_ok=True)
-        run.mkdir(parents=True, exist_ok=True)
-        return run, None
     run.mkdir(parents=True, exist_ok=True)
+    if force_restart:  # the earlier run is cleared by start_fresh, once the start model has loaded
+        return run, None
     found = sorted(ckpts.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])) if ckpts.is_dir() else []
     return run, (str(found[-1]) if found else None)
+
+
+def start_fresh(run: Path) -> None:
+    """--force-restart: the earlier run's TRL checkpoints and telemetry go — called once the start
+    model has loaded (and before the telemetry file is opened), so a mistake found while loading
+    (a bad --model) does not cost them. Under torchrun rank 0 clears; no rank reads the
+    checkpoints before the first save."""
+    if main_rank():
+        shutil.rmtree(run / CHECKPOINTS, ignore_errors=True)
+        (run / "telemetry.jsonl").unlink(missing_ok=True)
 
 
 def release(run: Path) -> None:
