@@ -23,11 +23,12 @@ def test_trainer_computes_in_bf16_only_on_a_gpu_with_native_bf16(tmp_path, monke
 
 def test_a_run_dir_another_process_writes_is_refused(tmp_path, held_elsewhere):
     """`mens dpo` / `mens rl` hold their run dir as `mens train` does: while another process
-    holds it, open_run stops with one line; once that process is gone, it opens, and release()
+    holds it, open_run stops with one line; once that process is gone, it opens, and release_lock
     leaves no lock file."""
     import pytest
 
     from mens.errors import MensError
+    from mens.files import release_lock
 
     run = tmp_path / "rl-run"
     with held_elsewhere(run, "run directory"):
@@ -35,5 +36,5 @@ def test_a_run_dir_another_process_writes_is_refused(tmp_path, held_elsewhere):
             rl_run.open_run(run, force_restart=True)
     opened, resume = rl_run.open_run(run, force_restart=True)
     assert opened == run and resume is None and (run / ".mens.lock").is_file()
-    rl_run.release(run)
+    release_lock(run)
     assert not (run / ".mens.lock").exists()

@@ -164,7 +164,7 @@ CASES = {
     "output-not-a-run": (with_("--output-dir", "{t}/notrun"), 2,
                          "output directory is not empty and is not a mens run (holds notes.txt…)"),
     "output-is-the-model-run": (with_("--model", "{t}/m_run")[:6] + ["{t}/m_run"] + T[7:] + ["--backend", "full"], 2,
-                                "--output-dir is the base model's own directory ({t}/m_run)"),
+                                "--output-dir is the start model's own directory ({t}/m_run)"),
     "output-missing": (["train", "--model", "{model}", "--data-dir", "{t}/data", "--preset", "tiny", "--device", "cpu"],
                        2, "no output directory given (--output-dir)"),
     "resume-manifest-garbage": (with_("--output-dir", "{t}/run_badmanifest"), 2,

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from mens.cli import add_group
+from mens.files import check_not_input
 
 
 LANG_HELP = ("language pack (vox, python, a tree-sitter grammar) for rows that name none: no `lang` field, "
@@ -163,12 +164,6 @@ def _positive(value: int | None, flag: str, example: str) -> None:
         raise MensError(f"{flag} must be 1 or more, got {value}", flag, f"e.g. {flag} {example}")
 
 
-def _not_input(out: Path, *inputs: Path) -> None:
-    from mens.files import check_not_input
-
-    check_not_input(out, *inputs)
-
-
 def _extract(args) -> int:
     from mens.corpus.extract import extract
     from mens.corpus.parallel import default_workers
@@ -176,7 +171,7 @@ def _extract(args) -> int:
 
     default_workers(args.workers)
     _positive(args.max_bytes, "--max-bytes", "1000000")
-    _not_input(args.output, *args.paths)
+    check_not_input(args.output, *args.paths)
     _outputs((args.output, "-o"), report="extract")
     report = extract(args.paths, args.output, incremental=args.incremental,
                      docs_training_only=not args.all_docs, langs=args.lang, max_bytes=args.max_bytes,
@@ -192,7 +187,7 @@ def _pairs(args) -> int:
     from mens.corpus.parallel import default_workers
 
     default_workers(args.workers)
-    _not_input(args.output, args.units)
+    check_not_input(args.output, args.units)
     _outputs((args.output, "-o"), report="pairs")
     report = make_pairs(args.units, args.output, seed=args.seed, lenient=args.lenient,
                         error_correction=not args.no_error_correction, workers=args.workers)
@@ -207,9 +202,9 @@ def _validate(args) -> int:
     from mens.corpus.parallel import default_workers
 
     default_workers(args.workers)
-    _not_input(args.output, args.pairs)
+    check_not_input(args.output, args.pairs)
     if args.quarantine:
-        _not_input(args.quarantine, args.pairs)
+        check_not_input(args.quarantine, args.pairs)
     _outputs((args.output, "-o"), (args.quarantine, "--quarantine"), report="validate")
     report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
                       lenient=args.lenient, workers=args.workers, lang=args.lang, keep_unsafe=args.keep_unsafe)
@@ -232,7 +227,7 @@ def _mix(args) -> int:
 
     cfg = load_config(args.config)
     out = args.output or cfg.output
-    _not_input(out, args.config)  # a source as the output is refused by mix() itself
+    check_not_input(out, args.config)  # a source as the output is refused by mix() itself
     _outputs((out, "-o" if args.output else "output"), report="mix")
     report = mix(args.config, allow_missing=args.allow_missing_sources, lenient=args.lenient,
                  output=args.output)
@@ -243,7 +238,7 @@ def _mix(args) -> int:
 def _eval(args) -> int:
     from mens.corpus.evaluate import evaluate
 
-    _not_input(args.output, args.file)
+    check_not_input(args.output, args.file)
     _outputs((args.output, "-o"))
     res = evaluate(args.file, args.output, min_parse_rate=_env_float(args.min_parse_rate, "MENS_EVAL_MIN_PARSE_RATE"),
                    min_coverage=_env_float(args.min_coverage, "MENS_EVAL_MIN_COVERAGE"),
@@ -282,7 +277,7 @@ def _stats(args) -> int:
 
     from mens.corpus.report import report_path
 
-    _not_input(args.output or report_path(args.file, "stats"), args.file)
+    check_not_input(args.output or report_path(args.file, "stats"), args.file)
     _outputs((args.output or report_path(args.file, "stats"), "-o"))
     print(format_stats(stats(args.file, tokenizer=args.tokenizer, out=args.output, lenient=args.lenient)))
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
+from mens.files import release_lock
 from mens.records import iter_jsonl
 from mens.rl.checks import Checker
 from mens.rl import run as rl_run
@@ -106,4 +107,4 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
                             device=opts.device, wall=rl_run.clock() - began)
         return trainer
     finally:  # open_run's lock on the run dir
-        rl_run.release(run)
+        release_lock(run)

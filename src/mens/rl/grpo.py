@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mens.errors import MensError
+from mens.files import release_lock
 from mens.rl.checks import Checker, did_you_mean, is_number, known_keys
 from mens.rl import run as rl_run
 from mens.rl.rewards import DEFAULT_WEIGHTS, NAMES, batch_reward, tests_source
@@ -180,4 +181,4 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
                             device=opts.device, wall=rl_run.clock() - began)
         return trainer
     finally:  # open_run's lock on the run dir
-        rl_run.release(run)
+        release_lock(run)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mens.errors import MensError
-from mens.files import LOCK_FILE, hold_lock, release_lock
+from mens.files import hold_lock
 from mens.chat_template import ensure_chat_template, generation_config
 from mens.hf import adapter_base, is_adapter_run, load_tokenizer, resolve_base
 
@@ -81,19 +81,10 @@ def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | No
     """The run dir, and the newest TRL checkpoint to resume from (None: start fresh). It is new,
     empty, or a run (mens's manifest, or this command's telemetry or checkpoints), and not the
     start model (`start`) itself."""
-    run = Path(output_dir)
-    if run.is_file():
-        raise MensError("is a file, not a run directory", str(run), "give a directory for --output-dir")
-    if start is not None and run.exists() and Path(start).exists() and run.resolve() == Path(start).resolve():
-        raise MensError("--output-dir is the start model's own directory", str(run),
-                        "give a new --output-dir: the run would overwrite the model it starts from")
-    if run.is_dir() and not any((run / name).exists() for name in ("training_manifest.json", "telemetry.jsonl",
-                                                                   CHECKPOINTS)):
-        others = sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE)
-        if others:
-            raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)", str(run),
-                            "choose a new --output-dir")
-    if main_rank():  # one process writes a run dir (files.hold_lock); release() gives it back
+    from mens.train.preflight import check_run_dir
+
+    run = check_run_dir(output_dir, markers=("training_manifest.json", "telemetry.jsonl", CHECKPOINTS), model=start)
+    if main_rank():  # one process writes a run dir (files.hold_lock); dpo()/grpo() release it
         hold_lock(run, "run directory")
     ckpts = run / CHECKPOINTS
     run.mkdir(parents=True, exist_ok=True)
@@ -111,11 +102,6 @@ def start_fresh(run: Path) -> None:
     if main_rank():
         shutil.rmtree(run / CHECKPOINTS, ignore_errors=True)
         (run / "telemetry.jsonl").unlink(missing_ok=True)
-
-
-def release(run: Path) -> None:
-    """Give back open_run's lock on the run dir (dpo() and grpo() do, however they end)."""
-    release_lock(run)
 
 
 def world_size() -> int:

@@ -16,15 +16,21 @@ MIN_PAIRS_WARN = 100
 _FRESH_OK = {"logs", LOCK_FILE}
 
 
-def check_run_dir(output_dir: str | None) -> Path:
-    """The output dir is new, empty, or an earlier mens run (which is then resumed)."""
+def check_run_dir(output_dir: str | Path | None, markers: tuple[str, ...] = ("training_manifest.json",),
+                  model: str | Path | None = None) -> Path:
+    """The output dir is new, empty, or an earlier mens run (which is then resumed): one holding
+    any of `markers` (mens dpo / rl add their telemetry and TRL checkpoints); and not the folder of
+    the `model` the run starts from, which it would overwrite."""
     if not output_dir:
         raise MensError("no output directory given", "--output-dir", "pass --output-dir RUN")
     run = Path(output_dir)
+    if model and run.exists() and Path(model).is_dir() and Path(model).resolve() == run.resolve():
+        raise MensError("--output-dir is the start model's own directory", str(run),
+                        "give a new --output-dir: the run would overwrite the model it starts from")
     if run.exists() and not run.is_dir():
         raise MensError("output path exists and is not a directory", str(run), "choose another --output-dir")
     check_writable_dir(run, "--output-dir")
-    if run.is_dir() and not (run / "training_manifest.json").is_file():
+    if run.is_dir() and not any((run / name).exists() for name in markers):
         others = sorted(p.name for p in run.iterdir() if p.name not in _FRESH_OK)
         if others:
             raise MensError(f"output directory is not empty and is not a mens run (holds {others[0]}…)",

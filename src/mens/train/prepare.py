@@ -107,10 +107,7 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
         dist.init_process_group("nccl" if info.device == "cuda" else "gloo")
     if info.device == "cuda":
         torch.cuda.set_device(local_rank)
-    run_dir = preflight.check_run_dir(cfg.output_dir)
-    if cfg.model and Path(cfg.model).is_dir() and Path(cfg.model).resolve() == run_dir.resolve():
-        raise MensError("--output-dir is the base model's own directory", str(run_dir),
-                        "give a new --output-dir: the run would overwrite the model it starts from")
+    run_dir = preflight.check_run_dir(cfg.output_dir, model=cfg.model)
     preflight.check_bench(cfg.bench)
     preflight.check_preset(cfg.preset, info.device, info.memory_gb)
     try:
