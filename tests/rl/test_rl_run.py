@@ -38,3 +38,18 @@ def test_a_run_dir_another_process_writes_is_refused(tmp_path, held_elsewhere):
     assert opened == run and resume is None and (run / ".mens.lock").is_file()
     release_lock(run)
     assert not (run / ".mens.lock").exists()
+
+
+def test_start_fresh_clears_the_earlier_run_and_nothing_else(tmp_path):
+    """--force-restart of dpo / rl: the earlier run's TRL checkpoints, telemetry, final model and
+    the verdicts on it go (a restart that then fails leaves no old weights beside a gate receipt
+    that passed them); a file of the user's stays."""
+    run = tmp_path / "run"
+    (run / rl_run.CHECKPOINTS / "checkpoint-4").mkdir(parents=True)
+    earlier = ["telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md", "adapter_config.json",
+               "adapter_model.safetensors", "model.safetensors", "model-00001-of-00002.safetensors",
+               "config.json", "tokenizer.json", "gate_receipt.json", "benchmark_results.json"]
+    for name in earlier + ["notes.txt"]:
+        (run / name).write_text("{}")
+    rl_run.start_fresh(run)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]

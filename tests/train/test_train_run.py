@@ -171,3 +171,27 @@ def test_lora_fp16_mixed_follows_fp32(tiny_model_dir, data_dir, tmp_path):
     for a, b in zip(runs["fp32"], runs["fp16-mixed"], strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-3)
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-2)
+
+
+def test_a_restart_that_fails_leaves_no_old_model_or_verdict(tiny_model_dir, tmp_path):
+    """--force-restart clears the earlier run's final model and its judgements with its record:
+    a restart that dies mid-training must not leave the old weights — or a gate receipt that
+    passed them — beside a manifest of the new run. Files of the user's stay."""
+    data = write_pairs(tmp_path / "data", n=12)
+    run = tmp_path / "run"
+    cfg = config(tiny_model_dir, data, run, backend="full", max_steps=2, seq_len=128)
+    assert train(cfg).status == "completed"
+    assert (run / "model.safetensors").is_file() and (run / "config.json").is_file()
+    for name in ("gate_receipt.json", "benchmark_results.json", "notes.txt"):
+        (run / name).write_text("{}")
+
+    def crash(step: int, loss: float) -> None:
+        raise RuntimeError("the machine fell over")
+
+    with pytest.raises(RuntimeError, match="fell over"):
+        train(cfg, force_restart=True, on_step=crash)
+    left = sorted(p.name for p in run.iterdir())
+    assert not {"model.safetensors", "config.json", "tokenizer.json", "gate_receipt.json",
+                "benchmark_results.json"} & set(left), left
+    assert "notes.txt" in left
+    assert json.loads((run / "training_manifest.json").read_text())["status"] == "failed"

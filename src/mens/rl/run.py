@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,13 +94,15 @@ def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | No
 
 
 def start_fresh(run: Path) -> None:
-    """--force-restart: the earlier run's TRL checkpoints and telemetry go — called once the start
+    """--force-restart: the earlier run's artifacts go (its TRL checkpoints, telemetry, final model
+    and the verdicts on it: mens.train.checkpoint.clear_earlier_run) — called once the start
     model has loaded (and before the telemetry file is opened), so a mistake found while loading
     (a bad --model) does not cost them. Under torchrun rank 0 clears; no rank reads the
     checkpoints before the first save."""
+    from mens.train.checkpoint import clear_earlier_run
+
     if main_rank():
-        shutil.rmtree(run / CHECKPOINTS, ignore_errors=True)
-        (run / "telemetry.jsonl").unlink(missing_ok=True)
+        clear_earlier_run(run, checkpoints=CHECKPOINTS)
 
 
 def world_size() -> int:

@@ -178,6 +178,28 @@ def remove_run_leftovers(run_dir: str | Path) -> list[Path]:
     return gone
 
 
+# Artifacts a --force-restart clears (never anything else in the directory): the earlier run's
+# training record, its final model (an adapter, or whole weights with their config and tokenizer)
+# and the judgements of that model — a restart that fails must not leave the old weights, or a
+# gate receipt that passed them, beside the new run's manifest.
+RUN_ARTIFACTS = ("telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md", "tensorboard",
+                 "adapter_config.json", "adapter_model.safetensors",
+                 "model.safetensors", "model.safetensors.index.json", "config.json", "generation_config.json",
+                 "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                 "eval_results.json", "benchmark_results.json", "gate_receipt.json", "report.html")
+RUN_ARTIFACT_PATTERNS = ("model-*-of-*.safetensors",)  # sharded weights
+
+
+def clear_earlier_run(run_dir: str | Path, checkpoints: str = CHECKPOINTS) -> None:
+    """--force-restart: remove the earlier run's artifacts (RUN_ARTIFACTS and its `checkpoints`
+    folder; mens dpo / rl keep TRL's in their own) and nothing else of the folder."""
+    run = Path(run_dir)
+    targets = [run / checkpoints] + [run / name for name in RUN_ARTIFACTS]
+    targets += [p for pattern in RUN_ARTIFACT_PATTERNS for p in sorted(run.glob(pattern))]
+    for target in targets:
+        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+
+
 class CorruptCheckpoint(Exception):
     """A checkpoint that is not intact: a file missing, of another size or hash than recorded at
     save time, or not loadable (a torn file, or a pickle that is more than tensors and plain data)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +23,7 @@ from mens.progress import say
 from mens.train import distributed, preflight
 from mens.train.allocator import in_use as allocator_in_use
 from mens.train.backends import Built, build
-from mens.train.checkpoint import Progress, newest_intact, remove_run_leftovers, resume
+from mens.train.checkpoint import Progress, clear_earlier_run, newest_intact, remove_run_leftovers, resume
 from mens.train.config import OPTIM_ALIASES, TrainConfig
 from mens.train.data import build_examples, epoch_batches, file_sha256, raw_examples, split_validation
 from mens.train.loss import batch_loss, loss_against_reference
@@ -36,9 +35,6 @@ from mens.train.telemetry import Telemetry
 
 AUTOCAST_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
-# Artifacts a --force-restart clears (never anything else in the directory).
-RUN_ARTIFACTS = ("checkpoints", "telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md",
-                 "adapter_config.json", "adapter_model.safetensors", "tensorboard")
 
 
 @dataclass
@@ -271,9 +267,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
         for item in remove_run_leftovers(run.run_dir):  # temp files and folders of a killed run
             say(f"mens: removed {item}, left by a run that was stopped while writing it")
     if run.restart and run.main:  # only now: a typo in the command must not cost the earlier run
-        for name in RUN_ARTIFACTS:
-            target = run.run_dir / name
-            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+        clear_earlier_run(run.run_dir)
     telemetry = Telemetry.for_run(run.run_dir, cfg.report_to, enabled=run.main)
     if run.main:
         manifest.write(run.run_dir)
