@@ -82,3 +82,8 @@ def progress(description: str, total: int | None = None) -> Iterator[NoBar | _Ri
 def say(message: str) -> None:
     """A status line on stderr, unless quiet was asked for."""
     log.info(message)
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr, said under --quiet too (quiet silences progress, not problems)."""
+    log.warning(message)

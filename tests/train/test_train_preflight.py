@@ -150,3 +150,19 @@ def test_data_dir_may_name_the_training_file_itself(run_cli, tiny_model_dir, dat
     (tmp_path / "empty.jsonl").write_text("")
     _one_line_error(*run_cli(*train_args(tiny_model_dir, tmp_path / "empty.jsonl", tmp_path / "e"))[::2],
                     "holds no training pairs")
+
+
+def test_a_val_split_that_holds_out_most_of_the_data_says_so(run_cli, tiny_model_dir, data_dir, tmp_path,
+                                                             monkeypatch):
+    """--val-split 0.9 is in range but leaves the model a sliver to learn from: one warning line
+    with the counts, and the run goes on; the default split says nothing."""
+    monkeypatch.setenv("MENS_QUIET", "0")
+    code, _, err = run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "most", max_steps=1, val_split=0.9))
+    assert code == 0, err
+    assert "warning: --val-split 0.9 holds out 7 pairs and trains on 1;" in err
+    code, _, err = run_cli(*train_args(tiny_model_dir, data_dir, tmp_path / "few", max_steps=1, val_split=0.25))
+    assert code == 0 and "--val-split" not in err, err
+    # --quiet silences progress, not warnings
+    code, _, err = run_cli("--quiet", *train_args(tiny_model_dir, data_dir, tmp_path / "quiet", max_steps=1,
+                                                  val_split=0.9))
+    assert code == 0 and "warning: --val-split 0.9" in err and "step" not in err, err

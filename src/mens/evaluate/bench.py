@@ -269,7 +269,7 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
     """Load the model, generate n (default k) samples per task, score, and write the results."""
     from mens.evaluate.checks import check_bench_args
     from mens.inference import load_model
-    from mens.progress import progress, say
+    from mens.progress import progress, warn
 
     check_bench_args(model_path, bench, k=k, n=n, temperature=temperature, limit=limit, max_new_tokens=max_new_tokens,
                      batch_size=batch_size, device=device, out=out, train_data=train_data)
@@ -290,7 +290,7 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
 
         contamination = find_contamination(bench, train_data)
         for hit in contamination["hits"]:
-            say(f"warning: bench task {hit['id']} {hit['field']} appears in training data ({hit['where']})")
+            warn(f"warning: bench task {hit['id']} {hit['field']} appears in training data ({hit['where']})")
     started = time.time()
     model, tokenizer, info = load_model(model_path, device=device)
     with progress("bench", total=len(prompts) * n) as bar:

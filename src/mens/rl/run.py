@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mens.errors import MensError
 from mens.files import hold_lock
 from mens.chat_template import ensure_chat_template, generation_config
 from mens.hf import adapter_base, is_adapter_run, load_tokenizer, resolve_base

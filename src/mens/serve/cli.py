@@ -103,7 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
                            name=args.name, dtype=args.dtype)
     import uvicorn
 
-    from mens.progress import say
+    from mens.progress import say, warn
     from mens.serve.preflight import bind, check_device, check_sources
 
     if args.engine == "llamacpp":
@@ -141,7 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
         sock.close()
         raise
     if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
-        say(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
+        warn(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
     host, port = sock.getsockname()[:2]
     say(f"serving {', '.join(engine.models)} on http://{host}:{port}/v1 ({engine.device}, {how})")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

@@ -108,14 +108,14 @@ def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
     when it has none: mens.train.data), and a base whose vocabulary lacks ChatML's markers is
     warned about, since they would be split into pieces that never end a generation."""
     from mens.chat_template import CHATML_TEMPLATE, template_special_tokens
-    from mens.progress import say
+    from mens.progress import warn
 
     if cfg.chat_template:
         return tokenizer.convert_tokens_to_ids(set_chat_template(tokenizer, cfg.chat_template, "--chat-template"))
     vocab = tokenizer.get_vocab()
     if not getattr(tokenizer, "chat_template", None) and \
             any(t not in vocab for t in template_special_tokens(CHATML_TEMPLATE)):
-        say("mens: warning: the tokenizer has no chat template and no ChatML tokens: <|im_start|>/<|im_end|> "
+        warn("mens: warning: the tokenizer has no chat template and no ChatML tokens: <|im_start|>/<|im_end|> "
             "are split into pieces and generation will not stop on them; --chat-template chatml adds them")
     return []
 

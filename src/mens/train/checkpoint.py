@@ -241,7 +241,7 @@ def newest_intact(run_dir: str | Path, rank: int = 0) -> Path | None:
 
 def _newest(found: list[Path], run_dir, rank: int, read) -> tuple[Path | None, object]:
     from mens.errors import MensError
-    from mens.progress import say
+    from mens.progress import warn
 
     skipped: list[str] = []
     for path in reversed(found):
@@ -250,7 +250,7 @@ def _newest(found: list[Path], run_dir, rank: int, read) -> tuple[Path | None, o
         except CorruptCheckpoint as why:
             skipped.append(f"{path.name}: {why}")
             if rank == 0:
-                say(f"mens: warning: checkpoint {path} is not intact ({why}); resuming from an older one "
+                warn(f"mens: warning: checkpoint {path} is not intact ({why}); resuming from an older one "
                     "if there is one (--force-restart starts over instead)")
             continue
         return path, got

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mens.errors import MensError
 from mens.files import LOCK_FILE
-from mens.progress import say
+from mens.progress import warn
 from mens.records import Pair, read_pairs
 
 MIN_PAIRS_WARN = 100
@@ -107,7 +107,7 @@ def check_data(data_dir: str | None, lenient: bool = False,
         raise MensError("train.jsonl holds no training pairs" + _all_skipped(skipped), str(train),
                         "add prompt/response pairs, one JSON object a line")
     if len(pairs) < MIN_PAIRS_WARN:
-        say(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
+        warn(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
             "expect a weak model")
     val = None
     for name in ("val.jsonl", "valid.jsonl", "validation.jsonl", "val.parquet", "validation.parquet"):

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from mens.errors import MensError
 from mens.files import hold_lock
 from mens.hf import read_manifest
-from mens.progress import say
+from mens.progress import say, warn
 from mens.train import distributed, preflight
 from mens.train.allocator import in_use as allocator_in_use
 from mens.train.backends import Built, build
@@ -123,7 +123,7 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
         changed = sorted(k for k, v in cfg.to_dict().items()
                          if k in before and before[k] != v and k not in ("output_dir", "log_interval"))
         if changed:
-            say(f"mens: warning: resuming {run_dir} with changed settings ({', '.join(changed)}); "
+            warn(f"mens: warning: resuming {run_dir} with changed settings ({', '.join(changed)}); "
                 "the loss curve will not match an uninterrupted run (--force-restart starts over)")
     return run
 
@@ -157,11 +157,14 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # ---------------------------------------------------------------- data
     if not val_pairs:
         pairs, val_pairs = split_validation(pairs, cfg.val_split, cfg.seed)
+        if len(val_pairs) > len(pairs) and run.main:  # in range, but rarely meant
+            warn(f"mens: warning: --val-split {cfg.val_split} holds out {len(val_pairs)} pairs and trains on "
+                f"{len(pairs)}; pass a smaller --val-split (e.g. 0.05) unless that is what you want")
     fmt = dict(system_prompt=cfg.system_prompt, ce_last_k=cfg.ce_last_k, min_rating=cfg.min_rating)
     train_examples, stats = build_examples(pairs, tokenizer, cfg.seq_len, **fmt)
     val_examples, _ = build_examples(val_pairs, tokenizer, cfg.seq_len, **fmt)
     if (warning := stats.truncation_warning(cfg.seq_len)) and run.main:
-        say(warning)
+        warn(warning)
     if cfg.raw_text:
         from mens.train.scratch import raw_text_chunks
 
