@@ -355,3 +355,24 @@ def test_a_broken_gate_policy_is_named_before_any_stage_runs(project, run_cli):
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--dry-run")
     assert code == 2 and f"({project / 'gates.yaml'}: gates[0])" in err, err
     assert not (project / "work").exists()
+
+
+@pytest.mark.parametrize("bench, where, message", [
+    ({"path": "missing.jsonl"}, "bench.path", "bench not found"),
+    ({"path": "empty.jsonl"}, "bench.path", "the bench holds no tasks"),
+    ({"path": "bench.jsonl", "grammar": "klingon"}, "bench.grammar", "klingon"),
+])
+def test_the_bench_and_its_grammar_are_checked_before_any_stage_runs(project, run_cli, bench, where, message):
+    """The bench stage runs after corpus and training; a bench that is not there (or holds no
+    task) or a grammar that names no language pack is said first — and only when the bench stage
+    is among the stages run."""
+    (project / "empty.jsonl").write_text("")
+    config = yaml.safe_load((project / "pipeline.yaml").read_text())
+    config["bench"].update(bench)
+    config["bench"].pop("grammar") if "grammar" not in bench else None
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml")
+    assert code == 2 and message in err and f"{project / 'pipeline.yaml'}: {where}" in err, err
+    assert not (project / "work").exists()
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract")
+    assert code == 0, err

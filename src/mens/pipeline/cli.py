@@ -29,6 +29,10 @@ def _pipeline(args) -> int:
         raise MensError("no pipeline.yaml here", str(Path.cwd()), "pass --config examples/pipeline.yaml")
     ctx = load_config(args.config, model=args.model)
     stages = select(STAGES, args.stages)
+    if any(s.name == "bench" for s in stages):
+        from mens.pipeline.judging import check_bench_section
+
+        check_bench_section(ctx, str(args.config))
     outcomes = []
 
     def show(o) -> None:

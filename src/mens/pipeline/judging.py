@@ -42,6 +42,27 @@ def bench_params(ctx: Context) -> dict[str, Any]:
             "compare_base": bool(sec.get("compare_base", True))}
 
 
+def check_bench_section(ctx: Context, where: str) -> None:
+    """When the bench stage is to run: its bench holds tasks and its grammar names a language
+    pack — said before the corpus and training stages, not after them."""
+    from mens.errors import MensError
+    from mens.train.preflight import check_bench
+
+    p = bench_params(ctx)
+    try:
+        check_bench(str(ctx.path(p["path"])))
+    except MensError as exc:
+        raise MensError(exc.what, f"{where}: bench.path {exc.where.removeprefix('--bench ')}",
+                        "fix bench.path (a bench .jsonl file or a folder holding some)") from None
+    if p["grammar"]:
+        from mens.serve.grammar import Constraint
+
+        try:
+            Constraint.for_language(str(p["grammar"]))
+        except MensError as exc:
+            raise MensError(exc.what, f"{where}: bench.grammar", exc.todo) from None
+
+
 def held_out(ctx: Context) -> Path | None:
     bench = ctx.path(bench_params(ctx)["path"])
     return bench if bench.exists() else None
