@@ -44,3 +44,26 @@ def test_torchrun_two_ranks_match_single_process(run_cli, tiny_model_dir, tmp_pa
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-6)
+
+
+def test_nproc_runs_the_ranks_itself_and_matches_single_process(run_cli, tiny_model_dir, tmp_path, monkeypatch):
+    """`mens train --nproc 2` is torchrun without typing it: two local ranks (gloo on CPU) that
+    end where one process with twice the accumulation does; bad input is one line before any rank
+    starts."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    data = write_pairs(tmp_path / "data", n=16)
+    common = dict(backend="lora", max_steps=3, micro_batch=1, lora_dropout=0.0, lr=1e-2, seq_len=128, val_split=0.0)
+    code, _, err = run_cli(*train_args(tiny_model_dir, data, tmp_path / "ranks", grad_accum=1, nproc=2, **common))
+    assert code == 0, err
+    code, _, err = run_cli(*train_args(tiny_model_dir, data, tmp_path / "single", grad_accum=2, **common))
+    assert code == 0, err
+    ranks = json.loads((tmp_path / "ranks" / "training_manifest.json").read_text())
+    assert ranks["device"]["world_size"] == 2 and ranks["hyperparameters"]["nproc"] == 2
+    a = load_file(str(tmp_path / "ranks" / "adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "single" / "adapter_model.safetensors"))
+    for key in b:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-6)
+
+    code, _, err = run_cli(*train_args(tiny_model_dir, tmp_path / "none", tmp_path / "bad", nproc=2))
+    assert code == 2 and err.count("\n") == 1 and "data directory not found" in err, err
+    assert not (tmp_path / "bad").exists()

@@ -57,10 +57,29 @@ def _train_into(ctx: Context, flags: dict[str, Any], out: Path, data_dir: Path) 
     cfg = resolve_config(flags)
     # A stale run must start over (resuming would continue the old trajectory); a run that was
     # interrupted with these very inputs continues from its last checkpoint.
+    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:  # `nproc: N`: the ranks are processes of their own
+        return _train_in_ranks(cfg, force_restart=not ctx.resume)
     outcome = train(cfg, force_restart=not ctx.resume)
     if outcome.status not in ("completed", "already-completed"):
         raise MensError(f"training ended with status {outcome.status}", str(out), "re-run the pipeline to resume")
     return {"steps": outcome.steps, "final_loss": outcome.final_loss, "val_loss": outcome.val_loss}
+
+
+def _train_in_ranks(cfg, force_restart: bool) -> dict[str, Any]:
+    """The stage's run in cfg.nproc local processes (mens.train.launch); its figures from the
+    manifest rank 0 wrote."""
+    from mens.hf import read_manifest
+    from mens.train.launch import launch
+
+    code = launch(cfg, force_restart)
+    if code == 130:
+        raise KeyboardInterrupt
+    manifest = read_manifest(Path(cfg.output_dir)) if code == 0 else {}
+    if manifest.get("status") != "completed":
+        raise MensError(f"training ended with exit code {code}", str(cfg.output_dir),
+                        "see the lines above; re-run the pipeline to resume")
+    res = manifest.get("results", {})
+    return {"steps": res.get("steps"), "final_loss": res.get("final_loss"), "val_loss": res.get("val_loss")}
 
 
 def stage_scratch(ctx: Context) -> dict[str, Any]:

@@ -94,6 +94,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = resolve(args)
     if args.background:
         return _background(cfg, args.force_restart)
+    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:  # the ranks run this command again, as ranks
+        from mens.train.launch import launch
+
+        return launch(cfg, args.force_restart)
     from mens.train.loop import train
 
     try:

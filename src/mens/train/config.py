@@ -58,6 +58,8 @@ class TrainConfig:
     distributed: str = opt("auto", "under torchrun: ddp (each rank holds the model) or fsdp (weights, gradients and "
                            "optimizer state sharded across ranks); default auto = ddp; ignored in one process",
                            group=_RUN, choices=DISTRIBUTED)
+    nproc: int = opt(1, "train data-parallel in N local processes (as torchrun --standalone --nproc_per_node N; "
+                     "a CPU's cores are split among them): a step takes N times the rows", group=_RUN)
     # adapters
     lora_r: int = opt(16, group=_ADAPT)
     lora_alpha: int = opt(32, group=_ADAPT)
@@ -173,7 +175,7 @@ class TrainConfig:
         if self.backend != "scratch" and not self.model:
             raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
         for name in ("lora_r", "lora_alpha", "seq_len", "micro_batch", "grad_accum", "log_interval",
-                     "loss_chunk"):
+                     "loss_chunk", "nproc"):
             if int(getattr(self, name)) < 1:
                 raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set {name} to a positive integer")
         for name in ("eval_interval", "save_interval", "warmup_steps", "keep_checkpoints", "bench_every"):
