@@ -376,3 +376,20 @@ def test_the_bench_and_its_grammar_are_checked_before_any_stage_runs(project, ru
     assert not (project / "work").exists()
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", "extract")
     assert code == 0, err
+
+
+@pytest.mark.slow  # two training ranks
+def test_scratch_nproc_trains_the_base_in_two_ranks(project, run_cli, monkeypatch):
+    """`scratch: {nproc: 2}`: the base stage runs as two local ranks (mens.train.launch) and the
+    stage's figures come from the manifest rank 0 wrote."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
+    cfg["scratch"]["nproc"] = 2
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    stages = "extract,pairs,validate,generate-data,mix,train-scratch-base"
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages)
+    assert code == 0, err
+    manifest = json.loads((project / "work" / "base" / "training_manifest.json").read_text())
+    assert manifest["device"]["world_size"] == 2 and manifest["status"] == "completed"
+    state = json.loads((project / "work" / "pipeline_state.json").read_text())
+    assert state["stages"]["train-scratch-base"]["figures"]["steps"] == 3
