@@ -22,6 +22,6 @@ def assert_one_line_error(run_cli, argv: list[str], code: int, phrase: str, root
     lines = [line for line in err.strip().splitlines() if not line.startswith("mens: warning: ")]
     assert len(lines) == 1, err
     assert lines[0].startswith("mens: error: ") and err.strip().endswith(lines[0]), err
-    assert phrase in lines[0], err
+    assert phrase in err, err
     assert tree(*roots) == before, "something was written"
     return err
