@@ -259,6 +259,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"count": "many"}}, "generate_data.count must be 0 or more"),
     ({"mix": {"sources": [5]}}, "mix.sources must be a list of paths"),
     ({"gate": {"policy": ["gates.yaml"]}}, "gate.policy must be a gate policy YAML"),
+    ({"generate_data": {"english_names": 2}}, "generate_data.english_names must be a share from 0 to 1"),
     ({"model": 5}, "model must be a model path or hub id"),
 ])
 def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, tmp_path, edit, message):

@@ -275,3 +275,42 @@ def test_made_up_names_replace_quoted_names_in_prompt_and_code_alike(pack):
     made_up = [p for p in pairs if re.search(r"`(\w+)", p.prompt)
                and not any(w in p.prompt for e in ENTITIES for w in (e.var, e.type_name))]
     assert len(made_up) > 40  # a good share of the corpus asks for names no word list holds
+
+
+def test_english_made_up_names_come_from_a_list_that_holds_no_bench_word(run_cli, tmp_path):
+    """--english-names: made-up names of English words (none of any bench identifier's), in the
+    programs' prompts and code alike and in the drills; 0 writes exactly the data of before; a
+    share outside 0-1 is a one-line error."""
+    import random
+
+    from mens.corpus.synth.drills import copy_drills
+    from mens.corpus.synth.english import ENGLISH_WORDS
+    from mens.corpus.synth.words import RESERVED, made_up_name, pseudo_name
+
+    bench_words = set()
+    for t in _bench():
+        for ident in re.findall(r"[A-Za-z_]\w*", " ".join([t["prompt"], *t["expect_contains"], t["reference"]])):
+            bench_words |= {p.lower() for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", ident) if p}
+    words = set(ENGLISH_WORDS)
+    assert len(words) == len(ENGLISH_WORDS) == 2500 and not words & bench_words and not words & set(RESERVED)
+
+    a, b = random.Random(5), random.Random(5)
+    assert [made_up_name(a, i % 2 == 0, 0.0) for i in range(50)] == [pseudo_name(b, i % 2 == 0) for i in range(50)]
+    rng = random.Random(5)
+    for i in range(50):
+        name = made_up_name(rng, i % 2 == 0, 1.0)
+        assert all(p.lower() in words for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", name) if p), name
+
+    drills = list(copy_drills(30, 0, english_names=1.0))
+    for d in drills:
+        names = re.findall(r"[A-Za-z_]\w*", d.response.split(" to ")[0])
+        assert all(p.lower() in words for n in names if n not in ("int", "str", "bool", "float", "List", "Option", "Result")
+                   for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", n) if p), d.response
+    plain, english = list(generate(60, 3)), list(generate(60, 3, english_names=1.0))
+    assert plain == list(generate(60, 3, english_names=0.0)) and plain != english
+    quoted = {n for p in english for n in re.findall(r"`([A-Za-z_]\w*)", p.prompt)}
+    assert any(all(part in words for part in n.split("_")) and "_" in n for n in quoted)
+
+    code, _, err = run_cli("generate-data", "--limit", "5", "--english-names", "1.5", "-o", tmp_path / "x.jsonl")
+    assert code == 2 and "english_names must be a share from 0 to 1, got 1.5" in err
+    assert not (tmp_path / "x.jsonl").exists()

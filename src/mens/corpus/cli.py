@@ -113,6 +113,9 @@ def register(sub) -> None:
     p.add_argument("--kind", choices=("programs", "copy-drills"), default="programs",
                    help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
                    "made-up names and signatures exactly, a scratch base's --curriculum-data (docs/synthetic-data.md)")
+    p.add_argument("--english-names", type=float, default=0.0, metavar="SHARE",
+                   help="share (0-1) of made-up names built from English words (`lines_capture`) instead of "
+                   "syllables (`velmo_rask`); default 0 (docs/synthetic-data.md)")
     p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
@@ -289,6 +292,7 @@ def _generate(args) -> int:
 
     _positive(args.limit, "--limit", "500")
     _outputs((args.output, "-o"), report="generate")
-    report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind)
+    report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind,
+                           english_names=args.english_names)
     say(report.summary())
     return 0

@@ -170,7 +170,7 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 # mens.corpus.mix with the same rule.
 _SECTION_KEYS = {
     "corpus": {"sources", "langs"},
-    "generate_data": {"count", "seed", "copy_drills"},
+    "generate_data": {"count", "seed", "copy_drills", "english_names"},
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},
@@ -240,6 +240,8 @@ def _check_own_values(config: dict[str, Any], where: str) -> None:
               ("generate_data.count", sections["generate_data"].get("count"), lambda v: whole(v, 0), "0 or more"),
               ("generate_data.seed", sections["generate_data"].get("seed"), lambda v: whole(v, -2**63),
                "a whole number"),
+              ("generate_data.english_names", sections["generate_data"].get("english_names"),
+               lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, "a share from 0 to 1"),
               ("mix.sources", sections["mix"].get("sources"),
                lambda v: isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and "path" in x)
                                                      for x in v), "a list of paths or {path, weight} mappings"),

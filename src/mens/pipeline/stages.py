@@ -74,6 +74,8 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
     params = {"count": int(sec.get("count", 0)), "seed": int(sec.get("seed", ctx.config.get("seed", 0)))}
     if sec.get("copy_drills"):
         params["copy_drills"] = int(sec["copy_drills"])
+    if sec.get("english_names"):  # absent at 0, so earlier configs keep their fingerprint
+        params["english_names"] = float(sec["english_names"])
     return params
 
 
@@ -89,9 +91,12 @@ def _generate(ctx: Context) -> dict[str, Any]:
 
     p = _gen_params(ctx)
     stats = SynthStats()
-    n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"), generate(p["count"], p["seed"], stats=stats))
+    english = p.get("english_names", 0.0)
+    n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
+                           generate(p["count"], p["seed"], stats=stats, english_names=english))
     if p.get("copy_drills"):  # a scratch base's curriculum (scratch.curriculum_data)
-        write_jsonl_atomic(ctx.work_file("corpus", "copy_drills.jsonl"), copy_drills(p["copy_drills"], p["seed"]))
+        write_jsonl_atomic(ctx.work_file("corpus", "copy_drills.jsonl"),
+                           copy_drills(p["copy_drills"], p["seed"], english))
         return {"rows": n, "copy_drills": p["copy_drills"]}
     return {"rows": n}
 

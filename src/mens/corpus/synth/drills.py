@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from typing import Iterator
 
-from mens.corpus.synth.words import pseudo_name
+from mens.corpus.synth.words import made_up_name
 from mens.records import Pair
 
 TYPES = ("int", "str", "bool", "float", "List[int]", "Option[str]", "Result[int]")
@@ -26,19 +26,23 @@ ASKS = ("Repeat exactly: {s}", "Copy this: `{s}`", "Say back `{s}`.", "Echo the 
         "{s}\nRepeat the line above.")
 
 
-def _drill_text(rng: random.Random) -> str:
+def _drill_text(rng: random.Random, english: float) -> str:
     """Half a quoted signature (`velmo_rask(n: int, gip: str) to List[int]`), half a run of names."""
+    def name(capitalised: bool) -> str:
+        return made_up_name(rng, capitalised, english)
+
     if rng.random() < 0.5:
-        params = ", ".join(f"{pseudo_name(rng, False)}: {rng.choice(TYPES)}" for _ in range(rng.randint(0, 3)))
-        returns = rng.choice(TYPES + (pseudo_name(rng, True),))
-        return f"{pseudo_name(rng, False)}({params}) to {returns}"
-    return " ".join(pseudo_name(rng, rng.random() < 0.3) for _ in range(rng.randint(2, 8)))
+        params = ", ".join(f"{name(False)}: {rng.choice(TYPES)}" for _ in range(rng.randint(0, 3)))
+        returns = rng.choice(TYPES + (name(True),))
+        return f"{name(False)}({params}) to {returns}"
+    return " ".join(name(rng.random() < 0.3) for _ in range(rng.randint(2, 8)))
 
 
-def copy_drills(limit: int, seed: int) -> Iterator[Pair]:
-    """`limit` copy drills, deterministic for a seed (`source: synthetic:copy`)."""
+def copy_drills(limit: int, seed: int, english_names: float = 0.0) -> Iterator[Pair]:
+    """`limit` copy drills, deterministic for a seed (`source: synthetic:copy`); `english_names`:
+    the share of names made of English words (words.made_up_name)."""
     rng = random.Random(f"copy-drills-{seed}")
     for _ in range(limit):
-        text = _drill_text(rng)
+        text = _drill_text(rng, english_names)
         yield Pair(prompt=rng.choice(ASKS).format(s=text), response=text, category="copy",
                    lane="codegen", source="synthetic:copy")

@@ -26,7 +26,7 @@ from mens.corpus.report import Report
 from mens.corpus.synth.drills import copy_drills
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
-from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RENAME_ASKS, RESERVED, pseudo_name
+from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RENAME_ASKS, RESERVED, made_up_name
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
@@ -129,7 +129,7 @@ def _whole_word(name: str) -> re.Pattern:
     return re.compile(rf"(?<![\w@.]){re.escape(name)}(?!\w)")
 
 
-def with_made_up_names(prompt: str, code: str, rng: random.Random) -> tuple[str, str]:
+def with_made_up_names(prompt: str, code: str, rng: random.Random, english: float = 0.0) -> tuple[str, str]:
     """The prompt and code with each name the prompt quotes (`` `name…` ``) that the code uses
     replaced, everywhere as a whole word, by a made-up one (`velmo_rask`, `VelmoRask` for a type).
     Why: the templates' names come from a few hundred domain words, so a model can guess them
@@ -139,7 +139,7 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random) -> tuple[str,
         word = _whole_word(old)
         if old in RESERVED or not word.search(code):
             continue
-        new = pseudo_name(rng, old[0].isupper())
+        new = made_up_name(rng, old[0].isupper(), english)
         if new in RESERVED or re.search(rf"\b{new}\b", code + prompt):
             continue
         prompt, code = word.sub(new, prompt), word.sub(new, code)
@@ -152,7 +152,7 @@ EDIT_SHARE = 0.4        # of the drafts short enough (most), turned into rename 
 EDIT_MAX_CHARS = 330    # the code appears twice (prompt and answer); both fit a 256-token row
 
 
-def as_rename_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
+def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple[str, str] | None:
     """A rename request over `code` and the renamed code: one declared name (a function, type,
     component …) becomes a made-up one (or its words reordered), everywhere as a whole word.
     Why: answering it means copying the program and the new name from the prompt, the skill a
@@ -162,7 +162,7 @@ def as_rename_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
     if not names:
         return None
     old = rng.choice(names)
-    new = pseudo_name(rng, old[0].isupper())
+    new = made_up_name(rng, old[0].isupper(), english)
     shuffled = old.split("_")
     rng.shuffle(shuffled)
     if rng.random() < 0.3 and not old[0].isupper() and "_".join(shuffled) != old and not shuffled[0][:1].isdigit():
@@ -175,12 +175,14 @@ def as_rename_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
     return prompt, _whole_word(old).sub(new, code)
 
 
-def drafts(seed: int, edit_share: float = EDIT_SHARE) -> Iterator[tuple[str, Draft, str, str]]:
+def drafts(seed: int, edit_share: float = EDIT_SHARE,
+           english_names: float = 0.0) -> Iterator[tuple[str, Draft, str, str]]:
     """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
     five prompts that name a function quote its whole signature, half have their quoted names
     made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
     model learns to read the request, not one phrasing. A share (`edit_share`) of the short
-    programs become rename edits instead (as_rename_edit; template name `<template>:rename`)."""
+    programs become rename edits instead (as_rename_edit; template name `<template>:rename`).
+    `english_names`: the share of made-up names built from English words (words.made_up_name)."""
     rng = random.Random(seed)
     names = list(TEMPLATES)
     while True:
@@ -192,7 +194,7 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE) -> Iterator[tuple[str, Dra
             if rng.random() < 0.8:
                 prompt = with_signature(prompt, draft.code)
             if rng.random() < 0.5:
-                prompt, code = with_made_up_names(prompt, draft.code, rng)
+                prompt, code = with_made_up_names(prompt, draft.code, rng, english_names)
                 draft = replace(draft, code=code)
             prompt = prompt[0].upper() + prompt[1:]
             if rng.random() < 0.35:
@@ -201,7 +203,7 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE) -> Iterator[tuple[str, Dra
                                                       plural=entity.plural_words, thing=entity.a, field=field)
                 prompt = f"{context} {prompt}"
             if edit_share and len(draft.code) <= EDIT_MAX_CHARS and rng.random() < edit_share:
-                edit = as_rename_edit(draft.code, rng)
+                edit = as_rename_edit(draft.code, rng, english_names)
                 if edit is not None:
                     prompt, code = edit
                     yield name + ":rename", replace(draft, code=code), prompt, entity.domain
@@ -209,8 +211,8 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE) -> Iterator[tuple[str, Dra
             yield name, draft, prompt, entity.domain
 
 
-def generate(limit: int, seed: int, *, stats: SynthStats | None = None,
-             pack: LanguagePack | None = None, edit_share: float = EDIT_SHARE) -> Iterator[Pair]:
+def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: LanguagePack | None = None,
+             edit_share: float = EDIT_SHARE, english_names: float = 0.0) -> Iterator[Pair]:
     """Yield up to `limit` distinct synthetic Vox pairs that parse, deterministically for `seed`.
     Pass a `SynthStats` to learn what was dropped and why."""
     if limit < 0:
@@ -220,7 +222,7 @@ def generate(limit: int, seed: int, *, stats: SynthStats | None = None,
     seen: set[str] = set()
     # Give up when most recent drafts are duplicates: the templates' space is used up.
     max_drafts = limit * 20 + 100
-    for name, draft, prompt, domain in drafts(seed, edit_share):
+    for name, draft, prompt, domain in drafts(seed, edit_share, english_names):
         if stats.kept >= limit:
             return
         if stats.drafts >= max_drafts:
@@ -280,9 +282,16 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
 KINDS = ("programs", "copy-drills")
 
 
-def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs") -> Report:
+def check_english_names(value: float, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise MensError(f"english_names must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
+
+
+def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs",
+                  english_names: float = 0.0) -> Report:
     """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
-    `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum."""
+    `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum.
+    `english_names`: the share of made-up names of English words rather than syllables."""
     if limit <= 0:
         raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
     if kind not in KINDS:
@@ -290,7 +299,9 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     stats = SynthStats()
     report = Report("generate", str(out))
     pack = get_pack("vox")
-    pairs = generate(limit, seed, stats=stats, pack=pack) if kind == "programs" else copy_drills(limit, seed)
+    check_english_names(english_names, "--english-names")
+    pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names) if kind == "programs" \
+        else copy_drills(limit, seed, english_names)
     written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
         with tmp.open("w", encoding="utf-8") as fh:
@@ -305,6 +316,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     if kind == "programs":  # the templates' drafting; drills have none
         report.extra["synth"] = stats.to_dict()
     params = {"limit": limit, "seed": seed} if kind == "programs" else {"limit": limit, "seed": seed, "kind": kind}
+    if english_names:  # absent at 0: the data, and so the fingerprint, are those of before
+        params["english_names"] = english_names
     report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
     return report

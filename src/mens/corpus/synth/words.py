@@ -195,6 +195,18 @@ def pseudo_name(rng, capitalised: bool) -> str:
     return "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
 
 
+def made_up_name(rng, capitalised: bool, english: float = 0.0) -> str:
+    """A made-up identifier: of syllables (pseudo_name), or — a share `english` of the time — one
+    to three English words (`lines_capture`, `ModeTable`: english.ENGLISH_WORDS, none of the
+    bench's). With `english` 0 it draws exactly what pseudo_name draws (same data as before)."""
+    if english and rng.random() < english:
+        from mens.corpus.synth.english import ENGLISH_WORDS
+
+        parts = [rng.choice(ENGLISH_WORDS) for _ in range(rng.choice((1, 2, 2, 3)))]
+        return "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
+    return pseudo_name(rng, capitalised)
+
+
 _NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
 _TYPE = re.compile(r"^[A-Z][a-zA-Z0-9_]*$")
 
