@@ -10,10 +10,10 @@ from typing import Any
 
 from mens.errors import GateFailure
 from mens.pipeline.runner import Context
+from mens.train.checkpoint import VERDICT_FILES
 
 # What later stages add to a run dir; the rest of it is the model (`model_files`).
-RESULT_FILES = {"benchmark_results.json", "gate_receipt.json", "eval_results.json", "MODEL_CARD.md",
-                "report.html", "telemetry.jsonl"}
+RESULT_FILES = {*VERDICT_FILES, "MODEL_CARD.md", "telemetry.jsonl"}
 
 
 def model_files(run: Path) -> list[Path]:

@@ -182,11 +182,12 @@ def remove_run_leftovers(run_dir: str | Path) -> list[Path]:
 # training record, its final model (an adapter, or whole weights with their config and tokenizer)
 # and the judgements of that model — a restart that fails must not leave the old weights, or a
 # gate receipt that passed them, beside the new run's manifest.
+VERDICT_FILES = ("eval_results.json", "benchmark_results.json", "gate_receipt.json", "report.html")
 RUN_ARTIFACTS = ("telemetry.jsonl", "training_manifest.json", "MODEL_CARD.md", "tensorboard",
                  "adapter_config.json", "adapter_model.safetensors",
                  "model.safetensors", "model.safetensors.index.json", "config.json", "generation_config.json",
                  "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                 "eval_results.json", "benchmark_results.json", "gate_receipt.json", "report.html")
+                 *VERDICT_FILES)
 RUN_ARTIFACT_PATTERNS = ("model-*-of-*.safetensors",)  # sharded weights
 
 

@@ -6,6 +6,8 @@ The list: the 2,500 most frequent lowercase words of 3-9 letters in the docstrin
 3.11's standard library (`Lib/*.py`), minus the reserved words (`words.RESERVED`) and minus every
 word of every identifier in the held-out bench (`examples/bench`: prompts, needles, references),
 so no bench name is ever a training name (docs/performance.md, "Two processes on two cores").
+A few entries are not words (contractions cut at the apostrophe, `doesn`; the rot13 of `this.py`);
+they are kept as they are: any made-up name serves, and the measured runs used this very list.
 """
 
 ENGLISH_WORDS: tuple[str, ...] = tuple("""
