@@ -166,3 +166,13 @@ def test_a_val_split_that_holds_out_most_of_the_data_says_so(run_cli, tiny_model
     code, _, err = run_cli("--quiet", *train_args(tiny_model_dir, data_dir, tmp_path / "quiet", max_steps=1,
                                                   val_split=0.9))
     assert code == 0 and "warning: --val-split 0.9" in err and "step" not in err, err
+
+
+def test_a_small_data_set_is_warned_about_once(run_cli, data_dir, tmp_path):
+    """A scratch run reads its data twice (to learn its tokenizer, then to train): the 'only N
+    training pairs' warning comes from the read that trains, once."""
+    code, _, err = run_cli("train", "--backend", "scratch", "--preset", "tiny", "--scratch-shape", "tiny",
+                           "--scratch-layers", "1", "--scratch-vocab", "300", "--seq-len", "64", "--max-steps", "1",
+                           "--device", "cpu", "--data-dir", data_dir, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert err.count("training pairs in") == 1, err

@@ -42,10 +42,10 @@ def check(cfg: TrainConfig) -> None:
                             f"pass --nproc {torch.cuda.device_count()} or less (one rank per GPU)")
     preflight.check_run_dir(cfg.output_dir, model=cfg.model)
     preflight.check_bench(cfg.bench)
-    if cfg.data_dir is not None or not cfg.raw_text:
-        preflight.check_data(cfg.data_dir, cfg.lenient)
+    if cfg.data_dir is not None or not cfg.raw_text:  # its warnings are rank 0's to say, when it reads it
+        preflight.check_data(cfg.data_dir, cfg.lenient, warn_small=False)
     if cfg.curriculum_steps:
-        preflight.check_data(cfg.curriculum_data, cfg.lenient, flag="--curriculum-data")
+        preflight.check_data(cfg.curriculum_data, cfg.lenient, flag="--curriculum-data", warn_small=False)
 
 
 def _free_port() -> int:

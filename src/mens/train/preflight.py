@@ -75,11 +75,13 @@ def _all_skipped(skipped: list[str]) -> str:
     return f": --lenient skipped all {len(skipped)} line(s), the first {skipped[0]}" if skipped else ""
 
 
-def check_data(data_dir: str | None, lenient: bool = False,
-               flag: str = "--data-dir") -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
+def check_data(data_dir: str | None, lenient: bool = False, flag: str = "--data-dir",
+               warn_small: bool = True) -> tuple[Path, list[Pair], list[Pair] | None, list[str]]:
     """train.jsonl (and an optional val.jsonl) in the data dir, well-formed and non-empty.
     Returns the train file, its pairs, the validation pairs if a file gives them, and the
-    skipped-line reasons under --lenient. `flag`: the option that named the data, for the messages."""
+    skipped-line reasons under --lenient. `flag`: the option that named the data, for the messages;
+    `warn_small`: say when there are few pairs (the read that trains on them does; others do not,
+    so the warning comes once)."""
     if not data_dir:
         raise MensError("no data directory given", flag, f"pass {flag} DIR holding train.jsonl")
     root = Path(data_dir)
@@ -106,7 +108,7 @@ def check_data(data_dir: str | None, lenient: bool = False,
     if not pairs:
         raise MensError("train.jsonl holds no training pairs" + _all_skipped(skipped), str(train),
                         "add prompt/response pairs, one JSON object a line")
-    if len(pairs) < MIN_PAIRS_WARN:
+    if len(pairs) < MIN_PAIRS_WARN and warn_small:
         warn(f"mens: warning: only {len(pairs)} training pairs in {train} (fewer than {MIN_PAIRS_WARN}); "
             "expect a weak model")
     val = None

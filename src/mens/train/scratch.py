@@ -197,7 +197,7 @@ def training_texts(data_dir: str | Path | None, raw_text: str | Path | None = No
     for where, flag in ((data_dir, "--data-dir"), (curriculum_data, "--curriculum-data")):
         if where is None:
             continue
-        _, pairs, val_pairs, _ = check_data(str(where), lenient=True, flag=flag)
+        _, pairs, val_pairs, _ = check_data(str(where), lenient=True, flag=flag, warn_small=False)
         for pair in [*pairs, *(val_pairs or [])]:
             texts = [m.get("content") for m in pair.messages if isinstance(m, dict)] if pair.messages \
                 else [pair.system, pair.prompt, pair.response, pair.text]
