@@ -57,7 +57,9 @@ def _train_into(ctx: Context, flags: dict[str, Any], out: Path, data_dir: Path) 
     cfg = resolve_config(flags)
     # A stale run must start over (resuming would continue the old trajectory); a run that was
     # interrupted with these very inputs continues from its last checkpoint.
-    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:  # `nproc: N`: the ranks are processes of their own
+    from mens.train.launch import launches_ranks
+
+    if launches_ranks(cfg):  # `nproc: N`: the ranks are processes of their own
         return _train_in_ranks(cfg, force_restart=not ctx.resume)
     outcome = train(cfg, force_restart=not ctx.resume)
     if outcome.status not in ("completed", "already-completed"):

@@ -94,9 +94,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = resolve(args)
     if args.background:
         return _background(cfg, args.force_restart)
-    if cfg.nproc > 1 and "WORLD_SIZE" not in os.environ:  # the ranks run this command again, as ranks
-        from mens.train.launch import launch
+    from mens.train.launch import launch, launches_ranks
 
+    if launches_ranks(cfg):  # the ranks run this command again, as ranks
         return launch(cfg, args.force_restart)
     from mens.train.loop import train
 

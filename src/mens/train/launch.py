@@ -24,6 +24,12 @@ from mens.errors import MensError
 from mens.train.config import TrainConfig
 
 
+def launches_ranks(cfg: TrainConfig) -> bool:
+    """Whether this process starts the ranks: `nproc` > 1 and it is not itself one of them
+    (a rank, or a run under the user's own torchrun, has WORLD_SIZE set)."""
+    return cfg.nproc > 1 and "WORLD_SIZE" not in os.environ
+
+
 def check(cfg: TrainConfig) -> None:
     """What would stop every rank at once, said once, before any starts."""
     from mens.train import preflight
@@ -62,7 +68,7 @@ def launch(cfg: TrainConfig, force_restart: bool = False) -> int:
     n = cfg.nproc
     fd, config_path = tempfile.mkstemp(prefix="mens-nproc.", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump({**cfg.to_dict(), "nproc": n}, fh, sort_keys=False)
+        yaml.safe_dump(cfg.to_dict(), fh, sort_keys=False)
     cmd = [sys.executable, "-m", "mens", "train", "--config", config_path] + (["--force-restart"] if force_restart else [])
     port = _free_port()
     threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // n))
