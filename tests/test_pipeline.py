@@ -91,6 +91,7 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert res["grammar"]["lang"] == "vox" and Path(res["base"]["model"]).name == "base"
     assert res["vs_base"]["pass_at_1_drop"] == res["base"]["pass_at_1"] - res["pass_at_1"]
     assert list(res)[-1] == "items" and "Model quality: " in out and "with --grammar vox" in out
+    assert "out of date" not in out
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
     assert list(state["stages"]) == STAGE_NAMES
 
@@ -111,6 +112,9 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert st["extract"] == st["pairs"] == st["validate"] == st["mix"] == st["eval"] == "done"
     assert st["generate-data"] == "skipped"  # its inputs did not change
     assert set(st) == {"extract", "pairs", "validate", "generate-data", "mix", "eval"}
+    # The summary still quotes the model's bench results, but says the new corpus outdated them.
+    assert "Model quality: " in out and "(of an earlier run, out of date: train-scratch-base: input changed" in \
+        " ".join(out.split()), out
     code, out, err = run_cli("pipeline", "--config", cfg, "--dry-run")
     assert "[train-scratch-base] would run: input changed: train.jsonl" in err
 

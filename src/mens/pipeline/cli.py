@@ -75,7 +75,14 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
     run = final_run(ctx)  # rl/ or dpo/ when those stages are on
     quality = None if dry_run else quality_line(run / "benchmark_results.json")
     if quality:
-        console.print(quality)
+        # Stages left out with --stages may have outdated the model the results judge.
+        from mens.pipeline.runner import first_stale
+        from mens.pipeline.stages import STAGES
+
+        upto = [s.name for s in STAGES].index("bench") + 1
+        stale = first_stale(ctx, STAGES[:upto])
+        console.print(quality if stale is None else
+                      f"{quality} [yellow](of an earlier run, out of date: {stale})[/]")
     if not dry_run and (run / "training_manifest.json").is_file():
         console.print(f"Results: {run}/  (MODEL_CARD.md, report.html, benchmark_results.json, gate_receipt.json)")
         console.print(f"Serve the model:  mens serve {run}")

@@ -126,6 +126,19 @@ def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
     return None
 
 
+def first_stale(ctx: Context, stages: list[Stage]) -> str | None:
+    """'stage: why' for the first of `stages` that would run now, or None when all are up to
+    date: what the summary says before it quotes results that later stages have outdated."""
+    state = load_state(ctx.work)
+    for stage in stages:
+        if stage.needed(ctx):
+            continue
+        reason = why_run(state["stages"].get(stage.name), fingerprint(ctx, stage), stage.outputs(ctx))
+        if reason:
+            return f"{stage.name}: {reason}"
+    return None
+
+
 # ---------------------------------------------------------------- state
 
 def load_state(work: Path) -> dict[str, Any]:
