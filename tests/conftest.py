@@ -6,6 +6,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MENS_QUIET", "1")
+# `dtype: auto` picks bf16-mixed on CPUs with native bf16: pin "none" so that tests compute the
+# same (fp32) on every CI machine; tests of the bf16 choice set it themselves.
+os.environ.setdefault("MENS_CPU_BF16", "0")
 
 from pathlib import Path  # noqa: E402
 

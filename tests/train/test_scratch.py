@@ -239,6 +239,26 @@ def test_bf16_mixed_on_cpu_trains_like_fp32(tmp_path, run_cli):
     assert abs(finals["bf16-mixed"] - finals["fp32"]) < 0.1 * finals["fp32"], finals
 
 
+def test_auto_dtype_is_bf16_mixed_only_on_a_cpu_with_native_bf16(tmp_path, run_cli, monkeypatch):
+    """`dtype: auto` (the quickstart's) computes in bf16 where the CPU has AVX-512 BF16 or AMX and
+    in fp32 where bf16 would be emulated (~4x slower than fp32 there); asking for bf16-mixed on such
+    a CPU still gets it, with a warning that says what it costs."""
+    import json
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _vox_pairs(8)))
+    for native, dtype, expect in (("1", "auto", "float32+bf16-autocast"), ("0", "auto", "float32"),
+                                  ("0", "bf16-mixed", "float32+bf16-autocast")):
+        monkeypatch.setenv("MENS_CPU_BF16", native)
+        run = tmp_path / f"{native}-{dtype}"
+        code, _, err = run_cli("train", "--backend", "scratch", "--preset", "tiny", "--data-dir", data,
+                               "--output-dir", run, "--max-steps", 2, "--eval-interval", 0, "--save-interval", 0,
+                               "--device", "cpu", "--dtype", dtype)
+        assert code == 0, err
+        assert json.loads((run / "training_manifest.json").read_text())["dtype"] == expect
+        assert ("no native bf16" in err) == (dtype == "bf16-mixed"), err
+
+
 def test_llama_arch_trains_saves_and_loads(tmp_path, run_cli):
     """--scratch-arch llama: a rotary-position, SwiGLU model of the same sizes, trained by the same
     loop, saved as a plain HF Llama directory that AutoModelForCausalLM loads to the same logits;
