@@ -295,6 +295,8 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     ctx = Context(config=config, base_dir=EXAMPLES, work=tmp_path / "work")
     want = config["bench"]["max_new_tokens"]
     assert scratch_params(ctx)["bench_max_new_tokens"] == want == train_params(ctx)["bench_max_new_tokens"]
+    batch = config["bench"]["batch_size"]  # and answer as many at once
+    assert scratch_params(ctx)["bench_batch_size"] == batch == train_params(ctx)["bench_batch_size"]
     config["train"]["bench_max_new_tokens"] = 64  # an explicit value wins
     assert train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
 

@@ -117,6 +117,7 @@ CASES = {
     "bench-every-negative": (flag("--bench-every", "-1"), 2, "bench_every must be >= 0"),
     "bench-limit-zero": (flag("--bench-limit", "0"), 2, "bench_limit must be >= 1, got 0"),
     "bench-max-new-tokens-zero": (flag("--bench-max-new-tokens", "0"), 2, "bench_max_new_tokens must be >= 1, got 0"),
+    "bench-batch-size-zero": (flag("--bench-batch-size", "0"), 2, "bench_batch_size must be >= 1, got 0"),
     "weight-decay-negative": (flag("--weight-decay", "-0.1"), 2, "weight_decay must be >= 0"),
     "max-grad-norm-negative": (flag("--max-grad-norm", "-1"), 2, "max_grad_norm must be >= 0"),
     "betas-one": (flag("--adam-betas", "0.9", "1.0"), 2, "adam_betas must be in [0, 1), got [0.9, 1.0]"),

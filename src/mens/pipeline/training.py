@@ -24,6 +24,7 @@ def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[s
             flags[key] = str(ctx.path(flags[key]).resolve())
     if flags.get("bench"):  # the curves while training measure what the bench stage measures
         flags.setdefault("bench_max_new_tokens", int(ctx.section("bench").get("max_new_tokens", 256)))
+        flags.setdefault("bench_batch_size", int(ctx.section("bench").get("batch_size", 8)))
     return flags
 
 

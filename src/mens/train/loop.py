@@ -103,7 +103,7 @@ def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float]
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dropout_off(model):
             pass_at_1 = bench_callback(model, tokenizer, cfg.bench, limit=cfg.bench_limit, seed=cfg.seed,
                                        system=cfg.system_prompt, rates=rates,
-                                       max_new_tokens=cfg.bench_max_new_tokens)
+                                       max_new_tokens=cfg.bench_max_new_tokens, batch_size=cfg.bench_batch_size)
         elapsed = time.time() - started
         t_session += elapsed
         t_log += elapsed
