@@ -314,3 +314,26 @@ def test_english_made_up_names_come_from_a_list_that_holds_no_bench_word(run_cli
     code, _, err = run_cli("generate-data", "--limit", "5", "--english-names", "1.5", "-o", tmp_path / "x.jsonl")
     assert code == 2 and "english_names must be a share from 0 to 1, got 1.5" in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_code_drills_are_vox_that_parses_and_every_name_comes_from_the_prompt(run_cli, tmp_path):
+    """`--kind code-drills`: the names of copy drills, copied into declarations the strict Vox
+    pack accepts (all 8,000 of the documented run were also accepted by the reference parser)."""
+    import json
+
+    from mens.lang import get_pack
+
+    out = tmp_path / "cd.jsonl"
+    code, _, err = run_cli("generate-data", "--kind", "code-drills", "--limit", "1500", "--english-names", "0.5",
+                           "-o", out)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    pack = get_pack("vox")
+    fixed = {"fn", "type", "to", "int", "str", "bool", "float", "List", "Option", "Result"}
+    kinds = set()
+    for r in rows:
+        assert pack.check(r["response"]) is None, r["response"]
+        names = set(re.findall(r"[A-Za-z_]\w*", r["response"])) - fixed
+        assert names and all(n in r["prompt"] for n in names), r
+        kinds.add(r["response"].split()[0] + str(r["response"].count("fn ") > 1))
+    assert kinds == {"fnFalse", "fnTrue", "typeFalse"} and len(rows) == 1500

@@ -110,9 +110,10 @@ def register(sub) -> None:
                        "each with a prompt describing it; no duplicates; reproducible for a --seed.")
     p.add_argument("--limit", type=int, required=True, help="how many pairs")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kind", choices=("programs", "copy-drills"), default="programs",
+    p.add_argument("--kind", choices=("programs", "copy-drills", "code-drills"), default="programs",
                    help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
-                   "made-up names and signatures exactly, a scratch base's --curriculum-data (docs/synthetic-data.md)")
+                   "made-up names and signatures exactly, a scratch base's --curriculum-data; code-drills: the "
+                   "same names copied into Vox declarations that parse (docs/synthetic-data.md)")
     p.add_argument("--english-names", type=float, default=0.0, metavar="SHARE",
                    help="share (0-1) of made-up names built from English words (`lines_capture`) instead of "
                    "syllables (`velmo_rask`); default 0 (docs/synthetic-data.md)")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from mens.corpus.report import Report
-from mens.corpus.synth.drills import copy_drills
+from mens.corpus.synth.drills import code_drills, copy_drills
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RENAME_ASKS, RESERVED, made_up_name
@@ -279,7 +279,7 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
     return written
 
 
-KINDS = ("programs", "copy-drills")
+KINDS = ("programs", "copy-drills", "code-drills")
 
 
 def check_english_names(value: float, where: str) -> None:
@@ -301,7 +301,7 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     pack = get_pack("vox")
     check_english_names(english_names, "--english-names")
     pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names) if kind == "programs" \
-        else copy_drills(limit, seed, english_names)
+        else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
     written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
         with tmp.open("w", encoding="utf-8") as fh:
