@@ -54,6 +54,8 @@ def _pipeline(args) -> int:
 
 def _summary(ctx, outcomes, dry_run: bool) -> None:
     from rich.console import Console
+
+    from mens.errors import MensError
     from rich.table import Table
 
     from mens.pipeline.runner import format_figures
@@ -80,7 +82,10 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
         from mens.pipeline.stages import STAGES
 
         upto = [s.name for s in STAGES].index("bench") + 1
-        stale = first_stale(ctx, STAGES[:upto])
+        try:
+            stale = first_stale(ctx, STAGES[:upto])
+        except (OSError, MensError):  # an input the failed stage was about to report: its error stands alone
+            stale = None
         console.print(quality if stale is None else
                       f"{quality} [yellow](of an earlier run, out of date: {stale})[/]")
     if not dry_run and (run / "training_manifest.json").is_file():
