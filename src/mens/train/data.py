@@ -235,8 +235,8 @@ def build_examples(pairs: list[Pair], tokenizer, seq_len: int, *, system_prompt:
                 n += 1
             else:
                 ex, resp_at, header_at = encode_text(item, tokenizer)
-            out.append(_fit(ex, resp_at, header_at, seq_len, ce_last_k, stats))
-    out = [ex for ex in out if ex is not None]
+            if (fitted := _fit(ex, resp_at, header_at, seq_len, ce_last_k, stats)) is not None:
+                out.append(fitted)
     _count(out, stats)
     return out, stats
 
