@@ -54,10 +54,9 @@ def _pipeline(args) -> int:
 
 def _summary(ctx, outcomes, dry_run: bool) -> None:
     from rich.console import Console
-
-    from mens.errors import MensError
     from rich.table import Table
 
+    from mens.errors import MensError
     from mens.pipeline.runner import format_figures
 
     console = Console(soft_wrap=False, width=max(110, Console().width))

@@ -126,15 +126,18 @@ def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
     return None
 
 
+def stage_check(ctx: Context, state: dict[str, Any], stage: Stage) -> tuple[dict[str, Any], str | None]:
+    """The stage's fingerprint now, and why it must run against `state` (None: up to date)."""
+    fp = fingerprint(ctx, stage)
+    return fp, why_run(state["stages"].get(stage.name), fp, stage.outputs(ctx))
+
+
 def first_stale(ctx: Context, stages: list[Stage]) -> str | None:
     """'stage: why' for the first of `stages` that would run now, or None when all are up to
     date: what the summary says before it quotes results that later stages have outdated."""
     state = load_state(ctx.work)
     for stage in stages:
-        if stage.needed(ctx):
-            continue
-        reason = why_run(state["stages"].get(stage.name), fingerprint(ctx, stage), stage.outputs(ctx))
-        if reason:
+        if not stage.needed(ctx) and (reason := stage_check(ctx, state, stage)[1]):
             return f"{stage.name}: {reason}"
     return None
 
@@ -331,8 +334,7 @@ def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
             _emit(outcomes, outcome, on_stage)
             continue
         old = state["stages"].get(stage.name)
-        fp = fingerprint(ctx, stage)
-        reason = why_run(old, fp, stage.outputs(ctx))
+        fp, reason = stage_check(ctx, state, stage)
         if reason is None and not (dry_run and upstream_runs):
             ctx.figures[stage.name] = old.get("figures", {})
             _emit(outcomes, StageOutcome(stage.name, "skipped", "unchanged", 0.0, old.get("figures", {})), on_stage)
