@@ -264,6 +264,8 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"mix": {"sources": [5]}}, "mix.sources must be a list of paths"),
     ({"gate": {"policy": ["gates.yaml"]}}, "gate.policy must be a gate policy YAML"),
     ({"generate_data": {"english_names": 2}}, "generate_data.english_names must be a share from 0 to 1"),
+    ({"generate_data": {"code_drills": -3}}, "generate_data.code_drills must be 0 or more"),
+    ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
     ({"model": 5}, "model must be a model path or hub id"),
 ])
 def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, tmp_path, edit, message):
@@ -301,21 +303,30 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     assert train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
 
 
-def test_copy_drills_feed_the_scratch_base_as_its_curriculum(project, run_cli):
+@pytest.mark.parametrize("kind", ["copy_drills", "code_drills"])
+def test_drills_feed_the_scratch_base_as_its_curriculum(project, run_cli, kind):
+    from mens.lang import get_pack
+
     cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
-    cfg["generate_data"]["copy_drills"] = 20
-    cfg["scratch"].update(curriculum_data="{work_dir}/corpus/copy_drills.jsonl", curriculum_steps=2, max_steps=4)
+    cfg["generate_data"][kind] = 20
+    cfg["scratch"].update(curriculum_data=f"{{work_dir}}/corpus/{kind}.jsonl", curriculum_steps=2, max_steps=4)
     (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
     stages = "extract,pairs,validate,generate-data,mix,eval,train-scratch-base"
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages)
     assert code == 0, err
-    drills = project / "work" / "corpus" / "copy_drills.jsonl"
+    drills = project / "work" / "corpus" / f"{kind}.jsonl"
     rows = [json.loads(line) for line in drills.read_text().splitlines()]
-    assert len(rows) == 20 and all(r["response"] in r["prompt"] for r in rows)
+    assert len(rows) == 20
+    if kind == "copy_drills":  # said back as given
+        assert all(r["response"] in r["prompt"] for r in rows)
+    else:  # Vox that parses, whose first declared name the prompt holds
+        vox = get_pack("vox")
+        assert all(vox.check(r["response"]) is None for r in rows)
+        assert all(r["response"].split("(")[0].split("{")[0].split()[-1] in r["prompt"] for r in rows)
     manifest = json.loads((project / "work" / "base" / "training_manifest.json").read_text())
     assert manifest["hyperparameters"]["curriculum_data"] == str(drills.resolve())
     assert manifest["hyperparameters"]["curriculum_steps"] == 2
-    cfg["generate_data"]["copy_drills"] = 30  # new drills: the base that learnt from them is stale
+    cfg["generate_data"][kind] = 30  # new drills: the base that learnt from them is stale
     (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages, "--dry-run")
     assert code == 0 and _stages(err)["generate-data"] == "would" and _stages(err)["train-scratch-base"] == "would", err

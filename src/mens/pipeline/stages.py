@@ -5,7 +5,8 @@ and returns a few key figures for the summary table.
 Work-dir layout (all under the config's `work_dir`, e.g. `out/quickstart/`):
 
     corpus/units.jsonl  pairs.jsonl  pairs.valid.jsonl  quarantine.jsonl  synthetic.jsonl
-           copy_drills.jsonl (with generate_data.copy_drills: a scratch base's curriculum)
+           copy_drills.jsonl / code_drills.jsonl (with generate_data.copy_drills / .code_drills: a
+           scratch base's curriculum)
     data/train.jsonl (+ mix report)  eval_results.json
     base/   the tiny scratch base model (HF dir)      run/   the fine-tuned run (adapter, manifest,
     telemetry, eval/bench results, gate receipt, MODEL_CARD.md, report.html)
@@ -69,23 +70,29 @@ def _validate(ctx: Context) -> dict[str, Any]:
     return {"kept": rep.counts["kept"], "rejected": rep.counts["rejected"]}
 
 
+# generate_data keys that each write corpus/<key>.jsonl with mens.corpus.synth.drills.<key>
+DRILL_KINDS = ("copy_drills", "code_drills")
+
+
 def _gen_params(ctx: Context) -> dict[str, Any]:
     sec = ctx.section("generate_data")
     params = {"count": int(sec.get("count", 0)), "seed": int(sec.get("seed", ctx.config.get("seed", 0)))}
-    if sec.get("copy_drills"):
-        params["copy_drills"] = int(sec["copy_drills"])
+    for kind in DRILL_KINDS:  # absent at 0, so earlier configs keep their fingerprint
+        if sec.get(kind):
+            params[kind] = int(sec[kind])
     if sec.get("english_names"):  # absent at 0, so earlier configs keep their fingerprint
         params["english_names"] = float(sec["english_names"])
     return params
 
 
 def _gen_outputs(ctx: Context) -> list[Path]:
+    params = _gen_params(ctx)
     return [ctx.work_file("corpus", "synthetic.jsonl")] + \
-        ([ctx.work_file("corpus", "copy_drills.jsonl")] if _gen_params(ctx).get("copy_drills") else [])
+        [ctx.work_file("corpus", f"{kind}.jsonl") for kind in DRILL_KINDS if params.get(kind)]
 
 
 def _generate(ctx: Context) -> dict[str, Any]:
-    from mens.corpus.synth.drills import copy_drills
+    from mens.corpus.synth import drills
     from mens.corpus.synth.generate import SynthStats, generate
     from mens.files import write_jsonl_atomic
 
@@ -94,11 +101,13 @@ def _generate(ctx: Context) -> dict[str, Any]:
     english = p.get("english_names", 0.0)
     n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
                            generate(p["count"], p["seed"], stats=stats, english_names=english))
-    if p.get("copy_drills"):  # a scratch base's curriculum (scratch.curriculum_data)
-        write_jsonl_atomic(ctx.work_file("corpus", "copy_drills.jsonl"),
-                           copy_drills(p["copy_drills"], p["seed"], english))
-        return {"rows": n, "copy_drills": p["copy_drills"]}
-    return {"rows": n}
+    made = {"rows": n}
+    for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
+        if p.get(kind):
+            write_jsonl_atomic(ctx.work_file("corpus", f"{kind}.jsonl"),
+                               getattr(drills, kind)(p[kind], p["seed"], english))
+            made[kind] = p[kind]
+    return made
 
 
 # ---------------------------------------------------------------- data
