@@ -47,6 +47,11 @@ def test_fence_and_whole_modes():
     assert not c.allows("```sexp\n(add 1\n`")                 # … nor start closing it
     assert c.allows("```sexp\n(add 1 2)\n```\nDone!")         # complete code, then free prose
     assert c.allows("```python\nprint('x')\n```")             # another language is left alone
+    assert not c.allows("```sexp\n```") and not c.allows("```sexp\n`")   # an empty block may not close
+    # A closing fence is a line of backticks alone (as extract_code reads answers): "```sexp" in
+    # the block is no closing fence, and no code either — a reader would take it for a fence.
+    assert not c.allows("```sexp\n```sexp") and not c.allows("```sexp\n(add 1 2)\n```sexp\n(x")
+    assert c.allows("```sexp\n(add 1 2)\n```  \nDone")
     assert c.whole_mode_prefix("(add 1") == "(add 1" and c.whole_mode_prefix("Write code") is None
     assert c.allows(" 2 (x", prefix="(add 1") and not c.allows(" 2))", prefix="(add 1")
     assert c.allows(" 2)", prefix="(add 1", final=True) and not c.allows(" 2", prefix="(add 1", final=True)
@@ -342,3 +347,24 @@ def test_bench_grammar_mode_ranks_replacements_by_the_models_distribution(tiny_m
     scores = torch.randn(1, len(tok))
     proc(torch.zeros(1, 0, dtype=torch.long), scores.clone())
     assert torch.allclose(seen["probs"], torch.softmax(scores[0], -1))
+
+
+def test_a_closing_begun_at_the_budgets_end_is_followed_through(tiny_model_dir):
+    """In the last tokens of the budget the chooser writes the closing the pack knows, a token a
+    step. Asked afresh after the closing's first token (a space), the pack opens its closing with
+    a space again: the quickstart model's grammar answers ended in a run of blanks and did not
+    parse (`… shsh          `, `}\n\n\n\n…`). The closing begun is followed to its end."""
+    from mens.inference import load_model
+    from mens.serve.grammar import TokenChooser
+
+    _, tok, _ = load_model(tiny_model_dir, device="cpu")
+    pack = get_pack("vox")
+    chooser = TokenChooser(Constraint(pack), tok, [tok.eos_token_id])
+    text = "```vox\nfn f() {\n    let a ="
+    closing = chooser.constraint.closing(text)
+    assert closing == " 0\n}\n```" and pack.closing_suffix("fn f() {\n    let a = ") == " 0\n}"  # the space again
+    generated = tok(text, add_special_tokens=False).input_ids
+    for _ in range(chooser._n_tokens(closing)):
+        token = chooser._closing_token(text, generated, None)
+        text, generated = text + chooser.pieces[token], generated + [token]
+    assert text == "```vox\nfn f() {\n    let a = 0\n}\n```" and chooser.constraint.allows(text, final=True)

@@ -88,7 +88,9 @@ class Constraint:
         if m is None or (m.group(2) and m.group(2).lower() not in self.tags):
             return None
         body = text[m.end():]
-        return m.group(1), body, re.search(r"(?m)^" + m.group(1), body)
+        # The closing fence is a line of the fence alone (CommonMark; mens.lang.extract_code reads
+        # answers so): "```vox" inside the block is not one, and judged as code (_fenced_ok).
+        return m.group(1), body, re.search(r"(?m)^" + m.group(1) + r"[ \t]*$", body)
 
     # ------------------------------------------------------------------ the two modes
 
@@ -114,12 +116,20 @@ class Constraint:
         if block is None:
             return True                          # prose, an info line being written, another language
         _, body, close = block
-        if close is not None:                    # a closed block must hold complete code
-            return self._code_ok(body[:close.start()], True)
-        # A closing fence may be half written ("\n``"): judge the code before it.
+        if close is not None:                    # a closed block must hold complete code, and some
+            code = body[:close.start()]
+            return bool(code.strip()) and self._code_ok(code, True)
+        # A closing fence may be half written ("\n``", or "\n```" before its newline): judge the
+        # code before it.
         partial = re.search(r"(?:^|\n)`{1,2}$", body)
         if partial is not None:
-            return self._code_ok(body[:partial.start() + (1 if body[partial.start()] == "\n" else 0)], True)
+            code = body[:partial.start() + (1 if body[partial.start()] == "\n" else 0)]
+            return bool(code.strip()) and self._code_ok(code, True)
+        # A line opening with a fence that is not the closing one ("```vox" again) reads as a
+        # fence to every reader of the answer; the Vox lexer drops backticks, so only this rule
+        # keeps such a line out of the code.
+        if re.search(r"(?m)^`{3}", body):
+            return False
         return self._code_ok(body, final)
 
 
@@ -165,6 +175,7 @@ class TokenChooser:
         self.junk = {i for i, p in enumerate(self.pieces)
                      if any(ch == "\ufffd" or (ch < " " and ch not in "\n\t\r") or ch == "\x7f" for ch in p)}
         self.rejections = self.fallbacks = self.finishes = 0
+        self._closing_plan: dict[str, str] = {}      # text so far → the rest of the closing begun
         self._free_text_key: tuple | None = None      # _opens_free_text's one-step memo
         self._text_in_free_text = False
 
@@ -233,12 +244,21 @@ class TokenChooser:
         return self._closing_token(text, generated, prefix)
 
     def _closing_token(self, text: str, generated: list[int], prefix: str | None) -> int | None:
-        """The first token of the text that ends the code from here, if one is known."""
-        closing = self.constraint.closing(text, prefix=prefix)
+        """The first token of the text that ends the code from here, if one is known. A closing
+        begun on an earlier step is followed to its end: asked afresh after its first token, the
+        pack may open its closing with the same separator again (`" =>  0"` after a space, a
+        newline after a newline) and the answer would fill with blanks."""
+        closing = self._closing_plan.pop(text, None) or self.constraint.closing(text, prefix=prefix)
         if closing:
             first = self.tokenizer(closing, add_special_tokens=False).input_ids[:1]
-            if first and self.constraint.allows(self._candidate_text(text, generated, first[0]), prefix=prefix):
+            candidate = self._candidate_text(text, generated, first[0]) if first else ""
+            if first and self.constraint.allows(candidate, prefix=prefix):
                 self.finishes += 1
+                written = candidate[len(text):]
+                if candidate.startswith(text) and closing.startswith(written) and closing != written:
+                    if len(self._closing_plan) > 1024:   # rows that stopped leave their plans behind
+                        self._closing_plan.clear()
+                    self._closing_plan[candidate] = closing[len(written):]
                 return first[0]
         return None
 
