@@ -1,4 +1,4 @@
-"""Optimizers (torch AdamW, bitsandbytes' 8-bit and paged AdamW) and transformers' schedules, as
+"""Optimizers (torch AdamW, Muon + AdamW, bitsandbytes' 8-bit and paged AdamW) and transformers' schedules, as
 `mens train` builds them: each resumes exactly from a checkpoint, and the schedules have the
 shapes their names promise."""
 
@@ -17,11 +17,13 @@ from mens.train.checkpoint import Progress, load_checkpoint, rng_state, save_che
 from mens.train.config import SCHEDULERS, TrainConfig, resolve_config
 from mens.train.prepare import build_optimizer, build_scheduler, warmup_steps
 
-OPTIMS = ("adamw", "adamw_8bit", "paged_adamw_8bit")
+OPTIMS = ("adamw", "muon", "adamw_8bit", "paged_adamw_8bit")
 
 
 def _cfg(**kw) -> TrainConfig:
-    return TrainConfig(**{"model": "m", "lr": 1e-2, "warmup_steps": 2, "weight_decay": 0.1, **kw}).validate()
+    backend = "full" if kw.get("optim") == "muon" else "qlora"  # Muon trains whole matrices
+    return TrainConfig(**{"model": "m", "lr": 1e-2, "warmup_steps": 2, "weight_decay": 0.1, "backend": backend,
+                          **kw}).validate()
 
 
 def _setup(cfg: TrainConfig, seed: int, total: int = 8):
@@ -50,7 +52,10 @@ def test_every_optimizer_and_schedule_resumes_exactly(tmp_path, optim, schedule)
     before = [p.detach().clone() for p in model.parameters()]
     head = [_step(model, optimizer, scheduler) for _ in range(3)]
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # it trains
-    if optim != "adamw":
+    if optim == "muon":  # the matrices on Muon (a momentum buffer), the biases on AdamW (two moments)
+        assert set(optimizer.state[model[0].weight]) == {"momentum_buffer"}
+        assert {"exp_avg", "exp_avg_sq"} <= set(optimizer.state[model[0].bias])
+    elif optim != "adamw":
         assert optimizer.state[model[0].weight]["state1"].dtype == torch.uint8  # 8-bit moments
     path = save_checkpoint(tmp_path, model, optimizer, scheduler, Progress(step=3), [rng_state()])
     expected = [_step(model, optimizer, scheduler) for _ in range(4)]
@@ -81,8 +86,45 @@ def test_schedule_shapes_and_warmup_ratio():
     assert warmup_steps(_cfg(warmup_ratio=0.05), 30) == 2 and warmup_steps(_cfg(warmup_steps=50), 30) == 30
 
 
+def test_batched_muon_is_torchs_muon():
+    """The same arithmetic as torch.optim.Muon (bit for bit), the Newton-Schulz steps batched."""
+    from mens.train.muon import BatchedMuon
+
+    torch.manual_seed(0)
+    shapes = [(32, 32)] * 3 + [(96, 32)] * 2 + [(32, 96)]
+    ours = [nn.Parameter(torch.randn(*s) * 0.1) for s in shapes]
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    opts = [BatchedMuon(ours, lr=1e-2, weight_decay=0.1, adjust_lr_fn="match_rms_adamw"),
+            torch.optim.Muon(theirs, lr=1e-2, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")]
+    for _ in range(4):
+        for a, b in zip(ours, theirs):
+            a.grad = torch.randn_like(a)
+            b.grad = a.grad.clone()
+        for o in opts:
+            o.step()
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_muon_leaves_embeddings_head_and_norms_to_adamw(tiny_llama_dir):
+    from transformers import AutoModelForCausalLM
+
+    from mens.train.muon import MuonWithAdamW
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    params = list(model.parameters())
+    optimizer = build_optimizer(_cfg(optim="muon"), params, "cpu", model=model)
+    assert isinstance(optimizer, MuonWithAdamW)
+    on_muon = {id(p) for p in optimizer.muon.param_groups[0]["params"]}
+    names = {n for n, p in model.named_parameters() if id(p) in on_muon}
+    assert names and all(".layers." in n and n.endswith(("proj.weight",)) for n in names)
+    assert not any("embed" in n or "lm_head" in n or "norm" in n for n in names)
+    assert len(on_muon) + sum(len(g["params"]) for g in optimizer.adamw.param_groups) == len(params)
+
+
 @pytest.mark.parametrize("values, message", [
     ({"optim": "sgd"}, "unknown optim value 'sgd'"),
+    ({"optim": "muon", "backend": "lora"}, "--optim muon trains whole weight matrices, not --backend lora's"),
+    ({"optim": "muon", "backend": "full", "distributed": "fsdp"}, "--optim muon needs each weight matrix whole"),
     ({"lr_scheduler_type": "polynomial"}, "unknown lr_scheduler_type value 'polynomial'"),
     ({"warmup_ratio": 1.5}, "warmup_ratio must be in [0, 1]"),
 ])
@@ -131,3 +173,28 @@ def test_a_run_with_8bit_adamw_and_a_linear_schedule_resumes_exactly(tiny_model_
     assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
     hp = json.loads((run / "training_manifest.json").read_text())["hyperparameters"]
     assert (hp["optim"], hp["lr_scheduler_type"], hp["warmup_ratio"]) == ("paged_adamw_8bit", "linear", 0.4)
+
+
+def test_a_scratch_run_with_muon_resumes_exactly_and_says_so(tmp_path):
+    """--optim muon end to end: a scratch Llama trains, Ctrl+C at step 2 checkpoints, and the
+    rerun continues to the losses of the run that was never stopped; the manifest names it."""
+    from train_helpers import config, write_pairs
+
+    from mens.train.loop import train
+
+    data = write_pairs(tmp_path / "data")
+    common = dict(backend="scratch", model=None, max_steps=5, lr=3e-3, seq_len=128, optim="muon",
+                  scratch_arch="llama", adam_betas=(0.9, 0.95))
+    whole = train(config(None, data, tmp_path / "whole", **common))
+    assert whole.losses[-1] < whole.losses[0]
+
+    def ctrl_c_at_2(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = tmp_path / "cut"
+    first = train(config(None, data, run, **common), on_step=ctrl_c_at_2)
+    assert first.status == "interrupted" and first.steps == 2
+    second = train(config(None, data, run, **common))
+    assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
+    assert json.loads((run / "training_manifest.json").read_text())["hyperparameters"]["optim"] == "muon"

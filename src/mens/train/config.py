@@ -23,7 +23,7 @@ DTYPES = ("auto", "bf16", "fp16", "fp32", "bf16-mixed", "fp16-mixed")
 DISTRIBUTED = ("auto", "ddp", "fsdp")
 # `optim` takes mens's names and transformers' TrainingArguments names for the same optimizers.
 OPTIM_ALIASES = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_bnb_8bit": "adamw_8bit"}
-OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", *OPTIM_ALIASES)
+OPTIMIZERS = ("adamw", "muon", "adamw_8bit", "paged_adamw_8bit", *OPTIM_ALIASES)
 SCHEDULERS = ("cosine", "linear", "constant", "constant_with_warmup")  # transformers' get_scheduler names
 
 
@@ -71,7 +71,8 @@ class TrainConfig:
     dora: bool = opt(False, "DoRA instead of plain LoRA", group=_ADAPT)
     # optimisation
     lr: float = opt(2e-4, group=_OPT)
-    optim: str = opt("adamw", "adamw (torch), adamw_8bit / paged_adamw_8bit (bitsandbytes)", group=_OPT,
+    optim: str = opt("adamw", "adamw (torch), muon (torch's Muon for the hidden weight matrices, AdamW for the "
+                     "rest; full and scratch), adamw_8bit / paged_adamw_8bit (bitsandbytes)", group=_OPT,
                      choices=OPTIMIZERS)
     lr_scheduler_type: str = opt("cosine", "learning-rate schedule after warmup (transformers' get_scheduler)",
                                  group=_OPT, choices=SCHEDULERS)
@@ -177,6 +178,12 @@ class TrainConfig:
         if self.dtype == "fp16-mixed" and self.backend == "qlora":
             raise bad("--dtype fp16-mixed does not apply to qlora (QLoRA computes in bf16)",
                       "use --backend lora with --dtype fp16-mixed, or qlora with --dtype auto")
+        if self.optim == "muon" and self.backend not in ("full", "scratch"):
+            raise bad(f"--optim muon trains whole weight matrices, not --backend {self.backend}'s adapters",
+                      "use --backend full or scratch with --optim muon, or --optim adamw")
+        if self.optim == "muon" and self.distributed == "fsdp":
+            raise bad("--optim muon needs each weight matrix whole; --distributed fsdp shards them",
+                      "use --distributed ddp with --optim muon, or --optim adamw")
         if self.backend != "scratch" and not self.model:
             raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
         for name in ("lora_r", "lora_alpha", "seq_len", "micro_batch", "grad_accum", "log_interval",

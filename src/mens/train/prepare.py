@@ -235,7 +235,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
 
     # ---------------------------------------------------------------- optimizer, schedule, resume
     params = built.trainable
-    optimizer = build_optimizer(cfg, params, run.device, run.mode)
+    optimizer = build_optimizer(cfg, params, run.device, run.mode, model=model)
     scheduler = build_scheduler(cfg, optimizer, total_steps)
     progress = Progress()
     if run.resume_from is not None:  # falls back to an older checkpoint if this one does not load
@@ -306,17 +306,26 @@ def loss_scaler(run: Run, progress: Progress):
 
 # ---------------------------------------------------------------- the optimizer and the schedule
 
-def build_optimizer(cfg: TrainConfig, params: list, device: str, mode: str | None = None):
+def build_optimizer(cfg: TrainConfig, params: list, device: str, mode: str | None = None, model=None):
     """`cfg.optim` over the trainable parameters, no weight decay on biases and norms: torch's
     AdamW (fused on CUDA and CPU, as transformers' Trainer defaults to: one kernel for every
     tensor instead of a loop of small ops), or bitsandbytes' 8-bit AdamW (`adamw_8bit`) and its
-    paged form (`paged_adamw_8bit`; on a CPU bitsandbytes falls back to unpaged state, saying so)."""
+    paged form (`paged_adamw_8bit`; on a CPU bitsandbytes falls back to unpaged state, saying so),
+    or Muon for the hidden weight matrices with AdamW for the rest (`muon`, mens.train.muon)."""
     groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     name = OPTIM_ALIASES.get(cfg.optim, cfg.optim)
     if name == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, fused=device in ("cuda", "cpu"))
+    if name == "muon":  # docs/training.md, "Muon"
+        from mens.train.muon import MuonWithAdamW, split_for_muon
+
+        matrices, others = split_for_muon(model, params)
+        rest = [{"params": [p for p in others if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+                {"params": [p for p in others if p.ndim < 2], "weight_decay": 0.0}]
+        return MuonWithAdamW(matrices, [g for g in rest if g["params"]], lr=cfg.lr, betas=cfg.adam_betas,
+                             weight_decay=cfg.weight_decay, fused=device in ("cuda", "cpu"))
     if mode == "fsdp":
         raise MensError(f"--optim {cfg.optim} does not support FSDP-sharded parameters", "--optim",
                         "use --optim adamw with --distributed fsdp, or --distributed ddp")
