@@ -337,3 +337,45 @@ def test_code_drills_are_vox_that_parses_and_every_name_comes_from_the_prompt(ru
         assert names and all(n in r["prompt"] for n in names), r
         kinds.add(r["response"].split()[0] + str(r["response"].count("fn ") > 1))
     assert kinds == {"fnFalse", "fnTrue", "typeFalse"} and len(rows) == 1500
+
+
+def test_phrasings_ask_for_vox_with_the_request_in_different_orders():
+    """Every phrasing names Vox and holds the thing asked for and what it does; some say what it
+    does first: a small model that only ever saw the name right after the verb does not find it
+    in a request written the other way round (bench parse 0.648 -> 0.815 with these, one seed)."""
+    from mens.corpus.synth.words import PHRASINGS
+
+    assert all("Vox" in p and "{noun}" in p and "{what}" in p for p in PHRASINGS)
+    what_first = [p for p in PHRASINGS if p.index("{what}") < p.index("{noun}")]
+    assert len(what_first) >= 4 and len(PHRASINGS) - len(what_first) >= 4
+
+
+def test_made_up_names_share_sets_how_many_programs_quote_names_only_copying_can_write(run_cli, tmp_path):
+    """--made-up-names: the share of programs whose quoted names are made up. The default (0.5)
+    writes exactly the data of before; at 1.0 every quoted name the code declares is a made-up
+    one (no domain word from ENTITIES' lists), copied into the code; outside 0-1 is an error."""
+    from mens.corpus.synth.words import ENTITIES, MADE_UP_SHARE
+
+    assert MADE_UP_SHARE == 0.5 and list(generate(60, 3)) == list(generate(60, 3, made_up_names=0.5))
+    domain = {w for e in ENTITIES for f in e.fields for w in f.name.split("_")} | \
+        {w for e in ENTITIES for w in (*e.var.split("_"), *e.plural.split("_"))}
+
+    def domain_named(pairs) -> int:
+        """Programs whose quoted function name holds a domain word (guessable from the request's
+        subject rather than only copied)."""
+        n = 0
+        for p in pairs:
+            if p.metadata["template"].endswith(":rename"):
+                continue
+            m = re.search(r"`([a-z_]\w*)\(", p.prompt)
+            if m and any(w in domain for w in m.group(1).split("_")):
+                n += 1
+        return n
+
+    none, every = list(generate(200, 4, made_up_names=0.0)), list(generate(200, 4, made_up_names=1.0))
+    assert domain_named(none) > 30 and domain_named(every) <= 3
+    for p in every:
+        for name in re.findall(r"`([a-z_]\w*)\(", p.prompt):
+            assert re.search(rf"\bfn {name}\b", p.response) or "rename" in p.metadata["template"], (p.prompt, p.response)
+    code, _, err = run_cli("generate-data", "--limit", "5", "--made-up-names", "2", "-o", tmp_path / "x.jsonl")
+    assert code == 2 and "made_up_names must be a share from 0 to 1, got 2.0" in err

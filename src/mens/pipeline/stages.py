@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from mens.corpus.synth.words import MADE_UP_SHARE
 from mens.errors import MensError
 from mens.pipeline.judging import (bench_params, final_run, model_files, policy, run_results, stage_bench,
                                    stage_card, stage_gate, stage_report)
@@ -82,6 +83,8 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
             params[kind] = int(sec[kind])
     if sec.get("english_names"):  # absent at 0, so earlier configs keep their fingerprint
         params["english_names"] = float(sec["english_names"])
+    if sec.get("made_up_names") is not None and float(sec["made_up_names"]) != MADE_UP_SHARE:  # likewise
+        params["made_up_names"] = float(sec["made_up_names"])
     return params
 
 
@@ -100,7 +103,8 @@ def _generate(ctx: Context) -> dict[str, Any]:
     stats = SynthStats()
     english = p.get("english_names", 0.0)
     n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
-                           generate(p["count"], p["seed"], stats=stats, english_names=english))
+                           generate(p["count"], p["seed"], stats=stats, english_names=english,
+                                    made_up_names=p.get("made_up_names", MADE_UP_SHARE)))
     made = {"rows": n}
     for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
         if p.get(kind):

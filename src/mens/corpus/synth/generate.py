@@ -26,7 +26,8 @@ from mens.corpus.report import Report
 from mens.corpus.synth.drills import code_drills, copy_drills
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
-from mens.corpus.synth.words import CONTEXTS, ENTITIES, PHRASINGS, RENAME_ASKS, RESERVED, made_up_name
+from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASINGS, RENAME_ASKS, RESERVED,
+                                     made_up_name)
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
@@ -175,11 +176,11 @@ def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple
     return prompt, _whole_word(old).sub(new, code)
 
 
-def drafts(seed: int, edit_share: float = EDIT_SHARE,
-           english_names: float = 0.0) -> Iterator[tuple[str, Draft, str, str]]:
+def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0,
+           made_up_names: float = MADE_UP_SHARE) -> Iterator[tuple[str, Draft, str, str]]:
     """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
-    five prompts that name a function quote its whole signature, half have their quoted names
-    made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
+    five prompts that name a function quote its whole signature, a share (`made_up_names`, half
+    by default) have their quoted names made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
     model learns to read the request, not one phrasing. A share (`edit_share`) of the short
     programs become rename edits instead (as_rename_edit; template name `<template>:rename`).
     `english_names`: the share of made-up names built from English words (words.made_up_name)."""
@@ -193,7 +194,7 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE,
             prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
             if rng.random() < 0.8:
                 prompt = with_signature(prompt, draft.code)
-            if rng.random() < 0.5:
+            if rng.random() < made_up_names:
                 prompt, code = with_made_up_names(prompt, draft.code, rng, english_names)
                 draft = replace(draft, code=code)
             prompt = prompt[0].upper() + prompt[1:]
@@ -212,7 +213,8 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE,
 
 
 def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: LanguagePack | None = None,
-             edit_share: float = EDIT_SHARE, english_names: float = 0.0) -> Iterator[Pair]:
+             edit_share: float = EDIT_SHARE, english_names: float = 0.0,
+             made_up_names: float = MADE_UP_SHARE) -> Iterator[Pair]:
     """Yield up to `limit` distinct synthetic Vox pairs that parse, deterministically for `seed`.
     Pass a `SynthStats` to learn what was dropped and why."""
     if limit < 0:
@@ -222,7 +224,7 @@ def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: La
     seen: set[str] = set()
     # Give up when most recent drafts are duplicates: the templates' space is used up.
     max_drafts = limit * 20 + 100
-    for name, draft, prompt, domain in drafts(seed, edit_share, english_names):
+    for name, draft, prompt, domain in drafts(seed, edit_share, english_names, made_up_names):
         if stats.kept >= limit:
             return
         if stats.drafts >= max_drafts:
@@ -282,16 +284,18 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
 KINDS = ("programs", "copy-drills", "code-drills")
 
 
-def check_english_names(value: float, where: str) -> None:
+def check_share(name: str, value: float, where: str) -> None:
+    """`english_names` / `made_up_names`: a share from 0 to 1, or a one-line error."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise MensError(f"english_names must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
+        raise MensError(f"{name} must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
 
 
 def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs",
-                  english_names: float = 0.0) -> Report:
+                  english_names: float = 0.0, made_up_names: float = MADE_UP_SHARE) -> Report:
     """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
     `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum.
-    `english_names`: the share of made-up names of English words rather than syllables."""
+    `english_names`: the share of made-up names of English words rather than syllables;
+    `made_up_names`: the share of programs whose quoted names are made up (drills: all)."""
     if limit <= 0:
         raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
     if kind not in KINDS:
@@ -299,8 +303,10 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     stats = SynthStats()
     report = Report("generate", str(out))
     pack = get_pack("vox")
-    check_english_names(english_names, "--english-names")
-    pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names) if kind == "programs" \
+    check_share("english_names", english_names, "--english-names")
+    check_share("made_up_names", made_up_names, "--made-up-names")
+    pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names,
+                     made_up_names=made_up_names) if kind == "programs" \
         else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
     written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
@@ -318,6 +324,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     params = {"limit": limit, "seed": seed} if kind == "programs" else {"limit": limit, "seed": seed, "kind": kind}
     if english_names:  # absent at 0: the data, and so the fingerprint, are those of before
         params["english_names"] = english_names
+    if made_up_names != MADE_UP_SHARE and kind == "programs":  # likewise absent at the default
+        params["made_up_names"] = made_up_names
     report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
     return report

@@ -147,7 +147,26 @@ PHRASINGS = (
     "Vox task: {noun}. It {what}.",
     "Code {noun} in Vox, which {what}.",
     "Set up {noun} in Vox that {what}.",
+    # The same request in other orders: what it does first, the thing asked for last; the name
+    # anywhere in the sentence (a small model must find it, not expect it after the verb).
+    "It {what}: write that as {noun} in Vox.",
+    "Write Vox code that {what}; make it {noun}.",
+    "Something in Vox that {what}, please, as {noun}.",
+    "Task for Vox: something that {what}. It should be {noun}.",
+    "{noun} in Vox, please: it {what}.",
+    "Here is what I need in Vox: {noun}. It {what}.",
+    "Vox code wanted: {noun}, which {what}.",
+    "Can you put together {noun} in Vox? It {what}.",
+    "Need {noun} for a Vox project: it {what}.",
+    "Make {noun} (Vox). It {what}.",
+    "Sketch {noun} in Vox which {what}.",
+    "Requirement: it {what}. Deliverable: {noun}, in Vox.",
 )
+
+# Of the programs, the share whose quoted names are made up (generate.with_made_up_names): the
+# default of `mens generate-data --made-up-names`. At 1.0 every name the code writes is one the
+# prompt holds, and the base copies it rather than guessing it from the domain.
+MADE_UP_SHARE = 0.5
 
 # Rename requests (`{old}` → `{new}`), shown before or after the code: the edit lane of
 # generate-data (generate.as_rename_edit).
