@@ -18,17 +18,17 @@ def _policy(tmp_path, gates):
 
 
 def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
-    run = make_run(tmp_path, pass_at_1=0.0, bench_parse_rate=0.72)   # the quickstart's figures
+    run = make_run(tmp_path, pass_at_1=0.24, bench_parse_rate=0.65)   # the quickstart's figures
     code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 0, out + err
     receipt = json.loads((run / "gate_receipt.json").read_text())
     assert receipt["passed"] is True
     by_name = {g["name"]: g for g in receipt["gates"]}
-    assert by_name["bench pass@1"]["verdict"] == "fail" and by_name["bench pass@1"]["blocking"] is False
+    assert by_name["bench pass@1"]["verdict"] == "pass" and by_name["bench pass@1"]["blocking"] is True
     # The fine-tune kept its base's figures (vs_base drops 0), so the blocking base gates pass.
     assert by_name["fine-tune keeps the base's parse rate"]["verdict"] == "pass"
     assert by_name["fine-tune keeps the base's parse rate"]["blocking"] is True
-    assert receipt["warnings"] == ["bench pass@1"]
+    assert receipt["warnings"] == []
     assert by_name["bench code parses"]["verdict"] == "pass" and by_name["bench code parses"]["blocking"] is True
     assert by_name["loss decreased"]["verdict"] == "pass"
     losses = [4.0 * math.exp(-s / 8) + 1.5 * (1 - math.exp(-s / 8)) for s in range(1, 21)]
@@ -36,15 +36,23 @@ def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
 
 
 def test_shipped_policy_blocks_a_model_whose_bench_code_mostly_does_not_parse(tmp_path, run_cli):
-    run = make_run(tmp_path, pass_at_1=0.0, bench_parse_rate=0.5)
+    run = make_run(tmp_path, pass_at_1=0.24, bench_parse_rate=0.5)
     code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
-    assert code == 1 and "blocking gate(s) failed: bench code parses" in err
+    assert code == 1 and "blocking gate(s) failed: bench code parses\n" in err
 
 
 def test_shipped_policy_blocks_grammar_mode_code_that_does_not_parse(tmp_path, run_cli):
-    run = make_run(tmp_path, pass_at_1=0.0, grammar_parse_rate=0.9)
+    run = make_run(tmp_path, pass_at_1=0.24, grammar_parse_rate=0.9)
     code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
-    assert code == 1 and "blocking gate(s) failed: bench code parses with --grammar" in err
+    assert code == 1 and "blocking gate(s) failed: bench code parses with --grammar\n" in err
+
+
+def test_shipped_policy_blocks_a_model_under_issue_12s_pass_at_1(tmp_path, run_cli):
+    """pass@1 0.2 blocks: a model whose code parses but does not do what the tasks ask (the
+    quickstart's before code drills: 0.85 parse, pass@1 0) is not promoted."""
+    run = make_run(tmp_path, pass_at_1=0.185, bench_parse_rate=0.85)
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
+    assert code == 1 and "blocking gate(s) failed: bench pass@1\n" in err
 
 
 def test_blocking_failure_exits_1_and_still_writes_receipt(tmp_path, run_cli):
