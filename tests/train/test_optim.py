@@ -151,41 +151,16 @@ def test_hf_names_and_flags(tmp_path, capsys):
         build_optimizer(cfg, list(model.parameters()), "cuda", "fsdp")
 
 
-@pytest.mark.filterwarnings("ignore:Paged optimizers are not supported on CPU")
-def test_a_run_with_8bit_adamw_and_a_linear_schedule_resumes_exactly(tiny_model_dir, tmp_path):
+def _interrupted_then_resumed(model_dir, tmp_path, **common) -> dict:
+    """Train 5 steps whole, and again with Ctrl+C at step 2 and a rerun: the two must have the
+    same losses. Returns the cut run's manifest hyperparameters."""
     from train_helpers import config, write_pairs
 
     from mens.train.loop import train
 
     data = write_pairs(tmp_path / "data")
-    common = dict(backend="lora", max_steps=5, lr=5e-3, seq_len=128, optim="paged_adamw_8bit",
-                  lr_scheduler_type="linear", warmup_ratio=0.4, lora_r=64)
-    whole = train(config(tiny_model_dir, data, tmp_path / "whole", **common))
-
-    def ctrl_c_at_2(step: int, loss: float) -> None:
-        if step == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    run = tmp_path / "cut"
-    first = train(config(tiny_model_dir, data, run, **common), on_step=ctrl_c_at_2)
-    assert first.status == "interrupted" and first.steps == 2
-    second = train(config(tiny_model_dir, data, run, **common))
-    assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
-    hp = json.loads((run / "training_manifest.json").read_text())["hyperparameters"]
-    assert (hp["optim"], hp["lr_scheduler_type"], hp["warmup_ratio"]) == ("paged_adamw_8bit", "linear", 0.4)
-
-
-def test_a_scratch_run_with_muon_resumes_exactly_and_says_so(tmp_path):
-    """--optim muon end to end: a scratch Llama trains, Ctrl+C at step 2 checkpoints, and the
-    rerun continues to the losses of the run that was never stopped; the manifest names it."""
-    from train_helpers import config, write_pairs
-
-    from mens.train.loop import train
-
-    data = write_pairs(tmp_path / "data")
-    common = dict(backend="scratch", model=None, max_steps=5, lr=3e-3, seq_len=128, optim="muon",
-                  scratch_arch="llama", adam_betas=(0.9, 0.95))
-    whole = train(config(None, data, tmp_path / "whole", **common))
+    common = dict(max_steps=5, seq_len=128, **common)
+    whole = train(config(model_dir, data, tmp_path / "whole", **common))
     assert whole.losses[-1] < whole.losses[0]
 
     def ctrl_c_at_2(step: int, loss: float) -> None:
@@ -193,8 +168,23 @@ def test_a_scratch_run_with_muon_resumes_exactly_and_says_so(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
 
     run = tmp_path / "cut"
-    first = train(config(None, data, run, **common), on_step=ctrl_c_at_2)
+    first = train(config(model_dir, data, run, **common), on_step=ctrl_c_at_2)
     assert first.status == "interrupted" and first.steps == 2
-    second = train(config(None, data, run, **common))
+    second = train(config(model_dir, data, run, **common))
     assert first.losses + second.losses == pytest.approx(whole.losses, rel=1e-6, abs=0)
-    assert json.loads((run / "training_manifest.json").read_text())["hyperparameters"]["optim"] == "muon"
+    return json.loads((run / "training_manifest.json").read_text())["hyperparameters"]
+
+
+@pytest.mark.filterwarnings("ignore:Paged optimizers are not supported on CPU")
+def test_a_run_with_8bit_adamw_and_a_linear_schedule_resumes_exactly(tiny_model_dir, tmp_path):
+    hp = _interrupted_then_resumed(tiny_model_dir, tmp_path, backend="lora", lr=5e-3, optim="paged_adamw_8bit",
+                                   lr_scheduler_type="linear", warmup_ratio=0.4, lora_r=64)
+    assert (hp["optim"], hp["lr_scheduler_type"], hp["warmup_ratio"]) == ("paged_adamw_8bit", "linear", 0.4)
+
+
+def test_a_scratch_run_with_muon_resumes_exactly_and_says_so(tmp_path):
+    """--optim muon end to end: a scratch Llama trains, Ctrl+C at step 2 checkpoints, and the
+    rerun continues to the losses of the run that was never stopped; the manifest names it."""
+    hp = _interrupted_then_resumed(None, tmp_path, backend="scratch", model=None, lr=3e-3, optim="muon",
+                                   scratch_arch="llama", adam_betas=(0.9, 0.95))
+    assert hp["optim"] == "muon"
