@@ -133,3 +133,29 @@ def test_probe_names_the_mixed_precision_to_ask_for():
     assert "--dtype fp16-mixed" in probe("cuda", False)
     assert "--dtype bf16-mixed" in probe("cpu", True)
     assert "--dtype" not in probe("cuda", True) and "--dtype" not in probe("cpu", False)
+
+
+def test_cpu_bf16_is_measured_where_the_flags_allow_it(monkeypatch):
+    """`dtype: auto` computes in bf16 on a CPU only where bf16 matmuls measure faster than fp32's
+    (an Intel Xeon with AVX-512 BF16 but no AMX runs them at ~0.5x: bf16-mixed trained 1.45x
+    slower there). On this machine's own CPU: no flags → no bf16 and nothing measured; flags →
+    the verdict of the measured ratio; MENS_CPU_BF16 overrides without measuring."""
+    import math
+
+    from mens.train import probe as probe_mod
+
+    speedup = probe_mod.bf16_matmul_speedup()
+    assert math.isfinite(speedup) and speedup > 0
+    monkeypatch.delenv("MENS_CPU_BF16", raising=False)
+    flags = probe_mod._cpu_flags()
+    native, measured = probe_mod.cpu_bf16()
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        assert measured is not None and native == (measured >= probe_mod.CPU_BF16_MIN_SPEEDUP)
+    else:
+        assert (native, measured) == (False, None)
+    for pinned in ("0", "1"):
+        monkeypatch.setenv("MENS_CPU_BF16", pinned)
+        assert probe_mod.cpu_bf16() == (pinned == "1", None)
+    monkeypatch.setenv("MENS_CPU_BF16", "0")
+    info = probe_mod.probe("cpu")
+    assert not info.bf16 and "bf16          no" in probe_mod.format_probe(info)

@@ -19,9 +19,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mens.errors import MensError
 from mens.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from mens.train.probe import Probe
 
 
 def launches_ranks(cfg: TrainConfig) -> bool:
@@ -30,8 +34,8 @@ def launches_ranks(cfg: TrainConfig) -> bool:
     return cfg.nproc > 1 and "WORLD_SIZE" not in os.environ
 
 
-def check(cfg: TrainConfig) -> None:
-    """What would stop every rank at once, said once, before any starts."""
+def check(cfg: TrainConfig) -> Probe:
+    """What would stop every rank at once, said once, before any starts; the probe of this machine."""
     from mens.train import preflight
     from mens.train.probe import probe
 
@@ -52,6 +56,7 @@ def check(cfg: TrainConfig) -> None:
         preflight.check_data(cfg.data_dir, cfg.lenient, warn_small=False)
     if cfg.curriculum_steps:
         preflight.check_data(cfg.curriculum_data, cfg.lenient, flag="--curriculum-data", warn_small=False)
+    return info
 
 
 def _free_port() -> int:
@@ -64,7 +69,7 @@ def launch(cfg: TrainConfig, force_restart: bool = False) -> int:
     """Run `cfg` in cfg.nproc local ranks; returns the exit code (0, 2, 130, or a failed rank's)."""
     import yaml
 
-    check(cfg)
+    info = check(cfg)
     n = cfg.nproc
     fd, config_path = tempfile.mkstemp(prefix="mens-nproc.", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -77,7 +82,9 @@ def launch(cfg: TrainConfig, force_restart: bool = False) -> int:
     try:
         for rank in range(n):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=threads)
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=threads,
+                       # every rank computes in the dtype this process measured pays (probe.cpu_bf16)
+                       MENS_CPU_BF16="1" if info.device == "cpu" and info.bf16 else "0")
             if rank == 0:  # rank 0 writes the run and speaks for it
                 procs.append(subprocess.Popen(cmd, env=env))
                 continue

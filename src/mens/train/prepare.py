@@ -143,9 +143,9 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     model, tokenizer = built.model, built.tokenizer
     plan = optimize_for_training(model, cfg)
     decoder, head = decoder_and_head(model)
-    # fp32 master weights (full/scratch) compute in bf16 under `auto` where the hardware does bf16
-    # natively (a GPU with bf16, a CPU with AVX-512 BF16 or AMX: 1.5-1.9x the tokens/s at the same
-    # loss); elsewhere bf16 is emulated and several times slower than fp32, so `auto` stays fp32.
+    # fp32 master weights (full/scratch) compute in bf16 under `auto` where bf16 pays (a GPU with
+    # bf16; a CPU whose bf16 matmuls measure faster than fp32's: 1.5-1.9x the tokens/s at the same
+    # loss on an AMD EPYC); elsewhere bf16 is emulated or slow (0.7x on a Xeon without AMX), so fp32.
     # fp16-mixed computes in fp16, whose narrow range needs the loss scaled (see `scaler`).
     mixed = None
     if built.dtype == torch.float32:
@@ -154,8 +154,9 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
         elif cfg.dtype == "bf16-mixed" or (cfg.dtype == "auto" and run.device in ("cuda", "cpu") and run.info.bf16):
             mixed = torch.bfloat16
         if cfg.dtype == "bf16-mixed" and run.device == "cpu" and not run.info.bf16 and run.main:
-            warn("mens: warning: this CPU has no native bf16 (AVX-512 BF16 or AMX), so bf16-mixed runs several "
-                 "times slower than fp32 here; pass --dtype auto (fp32 on this CPU) unless you want bf16's arithmetic")
+            warn("mens: warning: bf16 matmuls are slower than fp32 on this CPU (no AVX-512 BF16 or AMX, or "
+                 "measured slower: `mens probe`), so bf16-mixed trains slower than fp32 here; pass --dtype auto "
+                 "(fp32 on this CPU) unless you want bf16's arithmetic")
     amp = (lambda: torch.autocast(run.device, dtype=mixed)) if mixed else contextlib.nullcontext
 
     # ---------------------------------------------------------------- data

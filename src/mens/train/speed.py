@@ -182,15 +182,19 @@ def lean_lora(model) -> int:
 def flatten_double_quant(model) -> int:
     """Replace each nested (double-quantised) NF4 quant state's 8-bit absmax by its fp32
     dequantisation; returns how many weights were flattened."""
+    states = {}  # by identity: a PEFT layer's `weight` is its base layer's, quant state and all
+    for module in model.modules():
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if getattr(state, "nested", False):
+            states[id(state)] = state
+    if not states:  # no NF4 weights: not even bitsandbytes' import (~1 s) is needed
+        return 0
     try:
         import bitsandbytes.functional as bnbf
     except ImportError:
         return 0
     flattened = 0
-    for module in model.modules():
-        state = getattr(getattr(module, "weight", None), "quant_state", None)
-        if state is None or not getattr(state, "nested", False):
-            continue
+    for state in states.values():
         absmax = bnbf.dequantize_blockwise(state.absmax, state.state2)
         absmax += state.offset
         state.absmax = absmax.float()
