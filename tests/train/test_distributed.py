@@ -1,6 +1,7 @@
 """mens.train.distributed's pass bookkeeping with two real gloo ranks: each rank takes every
 world-th micro-batch; under FSDP a rank with fewer passes is padded with zero-weight passes so
-every rank all-gathers the same number of times; DDP's flat all-reduce sums the gradients."""
+every rank all-gathers the same number of times; DDP's flat all-reduce sums the gradients, over
+gloo and through shared memory alike."""
 
 from __future__ import annotations
 
@@ -54,9 +55,18 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
         params = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2))]
         params[0].grad = torch.full((3,), float(rank + 1))
         params[1].grad = None if rank == 0 else torch.full((2, 2), 5.0)
+        own = [p.grad for p in params]
         distributed.all_reduce_grads(params)
+        gloo = [p.grad.clone() for p in params]
+        # the same sum through shared memory, as `mens train --nproc` ranks on one host take it
+        os.environ["LOCAL_WORLD_SIZE"] = str(world)
+        shared = distributed.shared_sum(sum(p.numel() for p in params), "cpu")
+        for p, g in zip(params, own):
+            p.grad = g
+        distributed.all_reduce_grads(params, shared)
         with open(f"{out}.{rank}", "w") as fh:
-            json.dump({"passes": got, "grads": [p.grad.tolist() for p in params]}, fh)
+            json.dump({"passes": got, "grads": [g.tolist() for g in gloo], "shared": shared is not None,
+                       "shared_grads": [p.grad.tolist() for p in params]}, fh)
         dist.barrier()
     except BaseException:
         traceback.print_exc()
@@ -78,3 +88,4 @@ def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
     assert rank1["passes"] == [["b/0", 1.0], ["b/0", 0.0], ["b/0", 0.0]]
     for r in (rank0, rank1):
         assert r["grads"] == [[3.0, 3.0, 3.0], [[5.0, 5.0], [5.0, 5.0]]]
+        assert r["shared"] and r["shared_grads"] == r["grads"]

@@ -319,3 +319,60 @@ def test_cpu_attention_runs_narrow_heads_in_fp32_under_autocast(tmp_path):
     model.save_pretrained(tmp_path / "saved")
     assert CPU_SDPA not in (tmp_path / "saved" / "config.json").read_text()
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "saved").config._attn_implementation == "sdpa"
+
+
+def test_packed_rows_attend_example_by_example_as_the_masked_row_does(tmp_path, monkeypatch):
+    """cpu_sdpa runs a training pass over packed rows as one causal SDPA call per example
+    (kernels.segment_attention): the same attention as the block-diagonal mask, so the packed
+    model's loss and gradients are the plain SDPA model's; eval passes keep the mask."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from mens.train.config import TrainConfig
+    from mens.train.kernels import packed_segments, segment_attention
+
+    # the segments of rows packed with examples of 5 + 3 tokens, one of 8, and 6 + padding 2
+    pos = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 4, 5, 0, 1]])
+    q, k, v = (torch.randn(3, 4, 8, 16, requires_grad=True) for _ in range(3))
+    mask = torch.ones(3, 1, 8, 8, dtype=torch.bool)
+
+    class Attn(torch.nn.Module):
+        num_key_value_groups = 2
+
+    attn = Attn().train()
+    segments = packed_segments(pos, q, k, mask, attn)
+    assert segments == [[(0, 5), (5, 8)], [(0, 8)], [(0, 6), (6, 8)]]
+    seg = (pos == 0).cumsum(1)
+    block_causal = ((seg[:, :, None] == seg[:, None, :]) & torch.ones(8, 8, dtype=torch.bool).tril())[:, None]
+    kv = (torch.randn(3, 2, 8, 16) for _ in range(2))   # grouped-query: 4 query heads on 2 key/value heads
+    k2, v2 = kv
+    ours = segment_attention(attn, q, k2, v2, segments)
+    ref, _ = sdpa_attention_forward(attn, q, k2, v2, block_causal)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
+    assert packed_segments(pos, q, k, mask, attn.eval()) is None             # eval: the mask
+    assert packed_segments(pos, q, k[:, :, :3], mask, attn.train()) is None  # a KV cache: the mask
+    assert packed_segments(torch.arange(8).expand(3, 8), q, k, mask, attn) is None  # one example a row
+
+    cfg = TrainConfig(backend="scratch", scratch_shape="tiny", scratch_arch="llama", seq_len=64, micro_batch=3,
+                      output_dir=str(tmp_path / "run")).validate()
+    ids = torch.randint(5, 120, (3, 8))
+    import mens.train.kernels as kernels
+
+    calls = []
+    real = kernels.segment_attention
+    monkeypatch.setattr(kernels, "segment_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    results = []
+    for optimize in (False, True):
+        from mens.train.backends import build
+
+        torch.manual_seed(0)
+        model = build(cfg, torch.device("cpu"), False).model.train()
+        if optimize:
+            optimize_for_training(model, cfg)
+        loss = model(input_ids=ids, position_ids=pos, labels=ids).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    assert len(calls) == model.config.num_hidden_layers  # the optimized model's layers went example by example
+    (ref_loss, ref_grads), (got_loss, got_grads) = results
+    torch.testing.assert_close(got_loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for name in ref_grads:
+        torch.testing.assert_close(got_grads[name], ref_grads[name], rtol=1e-4, atol=1e-6)

@@ -34,7 +34,7 @@ def test_torchrun_two_ranks_match_single_process(run_cli, tiny_model_dir, tmp_pa
     assert code == 0, err
 
     manifest = json.loads((ddp_run / "training_manifest.json").read_text())
-    assert manifest["device"]["world_size"] == 2
+    assert manifest["device"]["world_size"] == 2 and manifest["device"]["gradient_sum"] == "shared memory"
     hashes = manifest["results"]["rank_weights_sha256"]
     assert len(hashes) == 2 and hashes[0] == hashes[1]  # the ranks ended identical
     single = json.loads((tmp_path / "single" / "training_manifest.json").read_text())
@@ -59,6 +59,7 @@ def test_nproc_runs_the_ranks_itself_and_matches_single_process(run_cli, tiny_mo
     assert code == 0, err
     ranks = json.loads((tmp_path / "ranks" / "training_manifest.json").read_text())
     assert ranks["device"]["world_size"] == 2 and ranks["hyperparameters"]["nproc"] == 2
+    assert ranks["device"]["gradient_sum"] == "shared memory"  # ranks on one host skip gloo's TCP
     a = load_file(str(tmp_path / "ranks" / "adapter_model.safetensors"))
     b = load_file(str(tmp_path / "single" / "adapter_model.safetensors"))
     for key in b:

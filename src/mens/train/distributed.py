@@ -23,6 +23,8 @@ weight.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Callable, Iterator
 
 import torch
@@ -43,16 +45,78 @@ def mode(requested: str, world: int) -> str | None:
 
 # ---------------------------------------------------------------- ddp
 
-def all_reduce_grads(params: list[torch.Tensor]) -> None:
+def all_reduce_grads(params: list[torch.Tensor], shared: SharedSum | None = None) -> None:
     """Sum every trainable gradient across ranks in one flat fp32 all-reduce (a rank whose
-    passes gave a weight no gradient contributes zeros)."""
+    passes gave a weight no gradient contributes zeros), through `shared` memory when given."""
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = torch.cat([g.reshape(-1).float() for g in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    if shared is not None:
+        shared(flat)
+    else:
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
     offset = 0
     for p in params:
         p.grad = flat[offset: offset + p.numel()].view_as(p).to(p.dtype)
         offset += p.numel()
+
+
+class SharedSum:
+    """The sum of a flat fp32 vector over ranks that share one host's memory: each rank copies
+    its vector into its slot of a shared buffer, and after a barrier each sums the slots (in
+    slot order, so every rank gets the same bits). gloo's all-reduce runs over TCP even between
+    processes on one machine: 5.8 ms for the quickstart base's 1.2M gradients on two ranks,
+    against ~2 ms this way (`mens train --nproc 2` on a 2-core CPU). Made by `shared_sum`, which
+    says when it applies."""
+
+    def __init__(self, slots: torch.Tensor, rank: int):
+        self.slots, self.rank = slots, rank
+
+    def __call__(self, flat: torch.Tensor) -> None:
+        self.slots[self.rank].copy_(flat)
+        dist.barrier()                      # every slot written
+        torch.sum(self.slots, dim=0, out=flat)
+        dist.barrier()                      # every slot read: the next call may overwrite them
+
+
+SHARED_SUM_MAX_BYTES = 1 << 30
+_SHM = "/dev/shm"
+
+
+def shared_sum(numel: int, device: str) -> SharedSum | None:
+    """A SharedSum for `numel` floats when every rank is a CPU process on this host (as `mens
+    train --nproc` starts them, or torchrun on one node) and /dev/shm has room; else None
+    (gloo's all-reduce). Collective: every rank must call it."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    size = world * numel * 4
+    if device != "cpu" or local is None or int(local) != world or size > SHARED_SUM_MAX_BYTES:
+        return None
+    path = ""
+    if rank == 0:
+        try:  # reserved now: a /dev/shm too small fails here, not with SIGBUS at the first write
+            fd, path = tempfile.mkstemp(prefix="mens-grads.", dir=_SHM)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+        except (OSError, AttributeError):
+            if path:
+                os.unlink(path)
+            path = ""
+    box = [path]
+    dist.broadcast_object_list(box, src=0)
+    path = box[0]
+    if not path:
+        return None
+    try:
+        slots = torch.from_file(path, shared=True, size=world * numel, dtype=torch.float32).view(world, numel)
+    except (OSError, RuntimeError):
+        slots = None
+    mapped = torch.tensor([0.0 if slots is None else 1.0])
+    dist.all_reduce(mapped, op=dist.ReduceOp.MIN)  # all ranks or none; and every one has mapped it
+    if rank == 0:
+        os.unlink(path)                     # the mappings stay; nothing is left behind in /dev/shm
+    return SharedSum(slots, rank) if mapped.item() == 1.0 else None
 
 
 # ---------------------------------------------------------------- fsdp

@@ -8,6 +8,7 @@ were half of a QLoRA step (docs/performance.md).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -137,16 +138,68 @@ CPU_SDPA = "mens_cpu_sdpa"
 
 
 def cpu_sdpa(module, query, key, value, attention_mask, **kwargs):
-    """transformers' SDPA attention, but under CPU autocast with narrow heads in fp32: autocast
-    would run it in bf16, where torch's CPU kernel is slower at these widths. Elsewhere (no
-    autocast, a GPU, wide heads) it is transformers' SDPA as is."""
+    """transformers' SDPA attention for CPU training: packed rows attend segment by segment
+    (`segment_attention`), and under CPU autocast narrow heads compute in fp32 (autocast would
+    run them in bf16, where torch's CPU kernel is slower at these widths). Elsewhere (a GPU,
+    eval and generation, rows of one sequence) it is transformers' SDPA as is."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if query.device.type == "cpu" and query.shape[-1] <= CPU_FP32_ATTENTION_MAX_HEAD \
-            and torch.is_autocast_enabled("cpu"):
-        with torch.autocast("cpu", enabled=False):
-            return sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if query.device.type != "cpu":
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    upcast = query.shape[-1] <= CPU_FP32_ATTENTION_MAX_HEAD and torch.is_autocast_enabled("cpu")
+    with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
+        if upcast:
+            query, key, value = query.float(), key.float(), value.float()
+        segments = packed_segments(kwargs.get("position_ids"), query, key, attention_mask, module)
+        if segments is not None:
+            return segment_attention(module, query, key, value, segments, kwargs.get("scaling")), None
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def packed_segments(position_ids, query, key, attention_mask, module) -> list[list[tuple[int, int]]] | None:
+    """Per row, the (start, end) of each packed example — a run of positions restarting at 0
+    (padding is a run of its own) — when a training pass's rows hold more than one; else None.
+
+    Only for a training pass over whole packed rows: no KV cache (query as long as key), the
+    packed mask given, positions that restart at 0 in every row; eval and generation keep the
+    mask (their padding is on the left and their positions do not restart)."""
+    if (position_ids is None or attention_mask is None or not module.training or query.shape[2] != key.shape[2]
+            or position_ids.dim() != 2 or position_ids.shape != (query.shape[0], query.shape[2])):
+        return None
+    starts = position_ids == 0
+    if not bool(starts[:, 0].all()):
+        return None
+    rows = []
+    length = position_ids.shape[1]
+    for row in starts.tolist():
+        begin = [i for i, s in enumerate(row) if s]
+        rows.append(list(zip(begin, begin[1:] + [length])))
+    return rows if any(len(r) > 1 for r in rows) else None
+
+
+def segment_attention(module, query, key, value, segments, scaling=None) -> torch.Tensor:
+    """Causal attention within each packed example: the block-diagonal causal mask's result,
+    computed as one `is_causal` SDPA call per example instead of one masked call per row.
+    Torch's CPU kernel works through every block of a masked row (n² per row of n) but skips
+    the blocks above the diagonal with is_causal, and examples of n1 + n2 = n tokens cost n1² +
+    n2²; so a row twice as long costs no more per token (one thread, [rows, 8, n, 16], forward
+    and backward: 512-token rows 7.3 ms against 14.4 masked; 256-token rows 6.9 against 7.5).
+    The examples are cut out of the rows laid end to end with one `split` (its backward is one
+    concatenation; slicing each would add a row-sized zero gradient per example). Returns
+    [B, L, H, D], as SDPA attention functions do."""
+    rows, heads, length, width = query.shape
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:  # grouped-query attention: every query head its key/value head
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    sizes = [e - s for row in segments for s, e in row]
+
+    def examples(t):  # [B, H, L, D] → the examples' [1, H, n, D] pieces, rows end to end
+        return t.permute(1, 0, 2, 3).reshape(heads, rows * length, width).unsqueeze(0).split(sizes, dim=2)
+
+    out = torch.cat([torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling)
+                     for q, k, v in zip(examples(query), examples(key), examples(value))], dim=2)
+    return out.view(heads, rows, length, width).permute(1, 2, 0, 3).contiguous()
 
 
 def register_cpu_sdpa() -> str:

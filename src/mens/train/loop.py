@@ -163,7 +163,7 @@ def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float]
                     loss_sum += s.detach().double() * weight
                 if world > 1:
                     if run.mode == "ddp":  # FSDP has reduce-scattered the gradients during backward
-                        distributed.all_reduce_grads(params)
+                        distributed.all_reduce_grads(params, session.shared_sum)
                     all_sum(loss_sum)
                 clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 if scaler:  # clip the true gradients; a step whose gradients overflowed is skipped

@@ -87,6 +87,7 @@ class Session:
     manifest: Manifest
     telemetry: Telemetry
     scaler: Any = None                  # fp16-mixed's loss scaler (torch.amp.GradScaler), else None
+    shared_sum: Any = None              # DDP on one host's CPU: the gradient sum through shared memory
 
 
 def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
@@ -237,6 +238,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # ---------------------------------------------------------------- optimizer, schedule, resume
     params = built.trainable
     optimizer = build_optimizer(cfg, params, run.device, run.mode, model=model)
+    shared = distributed.shared_sum(sum(p.numel() for p in params), run.device) if run.mode == "ddp" else None
     scheduler = build_scheduler(cfg, optimizer, total_steps)
     progress = Progress()
     if run.resume_from is not None:  # falls back to an older checkpoint if this one does not load
@@ -261,7 +263,8 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
               "skipped_lines": len(skipped), "skipped_first": skipped[:20], **stats.to_dict()},
         hyperparameters=cfg.to_dict(), preset=cfg.preset,
         device={"type": run.device, "name": run.info.device_name, "world_size": run.world,
-                "distributed": run.mode, "bf16": run.info.bf16, "allocator": allocator_in_use()},
+                "distributed": run.mode, "bf16": run.info.bf16, "allocator": allocator_in_use(),
+                **({"gradient_sum": "shared memory" if shared else "gloo"} if run.mode == "ddp" else {})},
         seed=cfg.seed,
         provenance={"upstream_model_id": cfg.upstream_model_id
                     or (built.base.id if built.base and not built.base.path else None),
@@ -285,7 +288,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                         supervised_tokens=stats.supervised_tokens)
     return Session(built, decoder, head, sharded, amp, plan, batches_of, val_batches, window, total_steps,
                    params, optimizer, scheduler, progress, manifest, telemetry,
-                   loss_scaler(run, progress) if mixed == torch.float16 else None)
+                   loss_scaler(run, progress) if mixed == torch.float16 else None, shared)
 
 
 def loss_scaler(run: Run, progress: Progress):

@@ -29,9 +29,11 @@ docs/performance.md ("The levers, measured").
 9. One-kernel tanh GELU (`lean_gelu`): GPT-2's `gelu_new`, written out by transformers as eight
    elementwise ops (each a fresh [tokens, FFN] tensor, and as many again in backward), runs as
    torch's `gelu(approximate="tanh")`, the same function in one op.
-10. fp32 attention for narrow heads under CPU autocast (`cpu_attention` → `kernels.cpu_sdpa`):
-   with `bf16-mixed` on a CPU, attention would run in bf16, where torch's kernel is slower than
-   in fp32 at head widths up to 32 (the quickstart's base: half of its step was attention).
+10. CPU attention (`cpu_attention` → `kernels.cpu_sdpa`): with `bf16-mixed` on a CPU, narrow
+   heads attend in fp32 (torch's kernel is slower in bf16 at head widths up to 32: the
+   quickstart's base spent half its step in attention); and in training passes a packed row
+   attends example by example (`kernels.segment_attention`: one causal call per example, which
+   skips the blocks a block-diagonal mask would only mask out).
 """
 
 from __future__ import annotations
