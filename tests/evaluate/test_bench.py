@@ -126,3 +126,23 @@ def test_grammar_mode_keeps_every_answer_a_viable_prefix(tiny_model_dir):
     pack = get_pack("vox")
     assert all(pack.viable_prefix(code_of(r[0])) for r in constrained)
     assert len(free) == len(constrained) == 2
+
+
+@pytest.mark.parametrize("fixture", ["tiny_model_dir", "tiny_llama_dir"])
+def test_static_cache_answers_as_the_default_cache_does(fixture, request):
+    """bench generates with a static KV cache (bench._generate): the same greedy and sampled
+    tokens as generate's default dynamic cache, prompts of different lengths left-padded."""
+    import torch
+
+    from mens.evaluate.bench import _generate
+    from mens.inference import load_model
+
+    model, tok, _ = load_model(request.getfixturevalue(fixture), device="cpu")
+    tok.padding_side = "left"
+    enc = tok(["fn main", "type Point { x: int }\nfn area(p: Point) to int {"], return_tensors="pt", padding=True)
+    for sampling in ({"do_sample": False}, {"do_sample": True, "temperature": 0.8, "top_k": 0}):
+        torch.manual_seed(3)
+        got = _generate(model, enc, max_new_tokens=12, pad_token_id=tok.pad_token_id, **sampling)
+        torch.manual_seed(3)
+        want = model.generate(**enc, max_new_tokens=12, pad_token_id=tok.pad_token_id, **sampling)
+        assert torch.equal(got, want)
