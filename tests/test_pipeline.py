@@ -295,6 +295,7 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     from mens.pipeline.training import scratch_params, train_params
 
     config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    config["train"]["bench"] = "bench"  # the quickstart's fine-tune has no curve of its own; a config may
     ctx = Context(config=config, base_dir=EXAMPLES, work=tmp_path / "work")
     want = config["bench"]["max_new_tokens"]
     assert scratch_params(ctx)["bench_max_new_tokens"] == want == train_params(ctx)["bench_max_new_tokens"]
