@@ -266,6 +266,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"english_names": 2}}, "generate_data.english_names must be a share from 0 to 1"),
     ({"generate_data": {"code_drills": -3}}, "generate_data.code_drills must be 0 or more"),
     ({"generate_data": {"made_up_names": 1.5}}, "generate_data.made_up_names must be a share from 0 to 1"),
+    ({"generate_data": {"made_up_subjects": "half"}}, "generate_data.made_up_subjects must be a share from 0 to 1"),
     ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
     ({"model": 5}, "model must be a model path or hub id"),
 ])

@@ -82,7 +82,7 @@ def test_rename_edits_show_the_code_and_answer_it_renamed(batch, pack):
         old, new = next(m.groups() for a in asks if (m := re.search(a, pair.prompt)))
         renamed = code_of(pair)
         assert pack.check(shown) is None and pack.check(renamed) is None
-        assert re.sub(rf"(?<![\w@.]){old}(?!\w)", new, shown) == renamed and renamed != shown
+        assert re.sub(rf"(?:(?<![\w@.])|(?<=\bdb\.)){old}(?!\w)", new, shown) == renamed and renamed != shown
         assert pair.metadata["task"] == "rename" and pair.metadata["template"] in synth.TEMPLATES
 
 
@@ -379,3 +379,63 @@ def test_made_up_names_share_sets_how_many_programs_quote_names_only_copying_can
             assert re.search(rf"\bfn {name}\b", p.response) or "rename" in p.metadata["template"], (p.prompt, p.response)
     code, _, err = run_cli("generate-data", "--limit", "5", "--made-up-names", "2", "-o", tmp_path / "x.jsonl")
     assert code == 2 and "made_up_names must be a share from 0 to 1, got 2.0" in err
+
+
+def test_made_up_subjects_spell_out_fields_no_word_list_holds(run_cli, tmp_path, pack):
+    """--made-up-subjects: a share of programs about a made-up thing with made-up fields, whose
+    prompt lists every field of every struct or table the code declares (a model can only copy
+    them); 0 writes exactly the data of before; outside 0-1 is a one-line error."""
+    import random
+
+    from mens.corpus.synth.generate import with_fields
+    from mens.corpus.synth.words import RESERVED, made_up_entity
+
+    rng = random.Random(7)
+    for _ in range(50):
+        e = made_up_entity(rng, 0.5)
+        names = [f.name for f in e.fields]
+        assert len(set(names)) == len(names) and not set(names) & RESERVED and e.var not in names
+        assert {"str", "int", "bool"} <= {f.type for f in e.fields} and e.type_name == e.var.capitalize()
+
+    code = "@table type Ledger {\n    mowu: str,\n    weck: int,\n}\n\nfn f() to int {\n    return 1\n}\n"
+    told = with_fields("Write `f() to int` over the `Ledger` table.", code, random.Random(1))
+    assert "mowu: str, weck: int" in told and told.count("Ledger") <= 2
+    assert with_fields("A `Ledger` with its mowu and weck.", code, random.Random(1)) == \
+        "A `Ledger` with its mowu and weck."  # already named: left alone
+
+    assert list(generate(60, 3)) == list(generate(60, 3, made_up_subjects=0.0))
+    pairs = list(generate(300, 3, pack=pack, made_up_subjects=1.0, made_up_names=1.0, english_names=0.5))
+    known = {f.name for e in ENTITIES for f in e.fields}
+    spelled = 0
+    for p in pairs:
+        if p.metadata["template"].endswith(":rename"):
+            continue
+        for m in synth._STRUCT.finditer(code_of(p)):
+            fields = [line.strip().rstrip(",").split(":")[0] for line in m.group(3).splitlines()]
+            assert all(f in p.prompt or f.replace("_", " ") in p.prompt for f in fields), (p.prompt, p.response)
+            spelled += not set(fields) & known
+    assert spelled > 50
+    code, _, err = run_cli("generate-data", "--limit", "5", "--made-up-subjects", "-1", "-o", tmp_path / "x.jsonl")
+    assert code == 2 and "made_up_subjects must be a share from 0 to 1, got -1" in err
+
+
+def test_a_renamed_table_is_renamed_where_the_code_reaches_it_through_db(pack):
+    """A made-up or rename-edit name for a table also replaces `db.Old` (it had been left, so
+    most `db.X.insert` calls of the corpus named a table the program no longer declared)."""
+    import random
+
+    from mens.corpus.synth.generate import as_rename_edit, with_made_up_names
+
+    code = "@table type Book {\n    pages: int\n}\n\nfn pages_of() uses db to int {\n    return len(db.Book.all())\n}\n"
+    prompt, renamed = with_made_up_names("Declare a `Book` table and `pages_of`.", code, random.Random(2))
+    table = re.search(r"type (\w+)", renamed).group(1)
+    assert table != "Book" and f"db.{table}.all()" in renamed and "Book" not in renamed and pack.analyze(renamed).ok
+    for seed in range(20):
+        edit = as_rename_edit(code, random.Random(seed))
+        if edit and "Book" not in edit[1]:
+            table = re.search(r"type (\w+)", edit[1]).group(1)
+            assert f"db.{table}.all()" in edit[1]
+    for p in generate(600, 1, pack=pack, made_up_names=1.0):
+        declared = set(re.findall(r"type (\w+)", code_of(p)))
+        if declared:
+            assert set(re.findall(r"\bdb\.(\w+)", code_of(p))) <= declared, p.response

@@ -122,6 +122,10 @@ def register(sub) -> None:
     p.add_argument("--made-up-names", type=float, default=MADE_UP_SHARE, metavar="SHARE",
                    help=f"share (0-1) of programs whose quoted names are made up, so that the code's names can only "
                    f"be copied from the prompt; default {MADE_UP_SHARE} (docs/synthetic-data.md)")
+    p.add_argument("--made-up-subjects", type=float, default=0.0, metavar="SHARE",
+                   help="share (0-1) of programs about a made-up thing with made-up fields, whose prompt spells "
+                   "out its fields and the program's specifics (cron line, URI, handler names, paths …), so "
+                   "they can only be copied; default 0 (docs/synthetic-data.md)")
     p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
@@ -299,6 +303,7 @@ def _generate(args) -> int:
     _positive(args.limit, "--limit", "500")
     _outputs((args.output, "-o"), report="generate")
     report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind,
-                           english_names=args.english_names, made_up_names=args.made_up_names)
+                           english_names=args.english_names, made_up_names=args.made_up_names,
+                           made_up_subjects=args.made_up_subjects)
     say(report.summary())
     return 0

@@ -85,6 +85,8 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
         params["english_names"] = float(sec["english_names"])
     if sec.get("made_up_names") is not None and float(sec["made_up_names"]) != MADE_UP_SHARE:  # likewise
         params["made_up_names"] = float(sec["made_up_names"])
+    if sec.get("made_up_subjects"):  # absent at 0, likewise
+        params["made_up_subjects"] = float(sec["made_up_subjects"])
     return params
 
 
@@ -104,7 +106,8 @@ def _generate(ctx: Context) -> dict[str, Any]:
     english = p.get("english_names", 0.0)
     n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
                            generate(p["count"], p["seed"], stats=stats, english_names=english,
-                                    made_up_names=p.get("made_up_names", MADE_UP_SHARE)))
+                                    made_up_names=p.get("made_up_names", MADE_UP_SHARE),
+                                    made_up_subjects=p.get("made_up_subjects", 0.0)))
     made = {"rows": n}
     for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
         if p.get(kind):

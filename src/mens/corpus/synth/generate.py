@@ -27,7 +27,7 @@ from mens.corpus.synth.drills import code_drills, copy_drills
 from mens.corpus.synth.templates import app, core, data, mixed
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASINGS, RENAME_ASKS, RESERVED,
-                                     made_up_name)
+                                     made_up_entity, made_up_name)
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
 from mens.pipeline.fingerprint import fingerprint_block
@@ -126,8 +126,9 @@ _QUOTED_NAME = re.compile(r"`([A-Za-z_]\w*)")
 
 
 def _whole_word(name: str) -> re.Pattern:
-    """`name` as a whole identifier: not inside a longer one, nor a decorator or member (`@x`, `.x`)."""
-    return re.compile(rf"(?<![\w@.]){re.escape(name)}(?!\w)")
+    """`name` as a whole identifier: not inside a longer one, nor a decorator or member (`@x`,
+    `.x`) — except a table named after `db.` (`db.Ledger.insert`), which is the table's name."""
+    return re.compile(rf"(?:(?<![\w@.])|(?<=\bdb\.)){re.escape(name)}(?!\w)")
 
 
 def with_made_up_names(prompt: str, code: str, rng: random.Random, english: float = 0.0) -> tuple[str, str]:
@@ -145,6 +146,39 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random, english: floa
             continue
         prompt, code = word.sub(new, prompt), word.sub(new, code)
     return prompt, code
+
+
+# A struct or table the code declares, with its `name: type` lines.
+_STRUCT = re.compile(r"^(@table )?(?:pub )?type ([A-Z]\w*) \{\n((?:    \w+: [^\n]+\n)+)\}", re.M)
+FIELD_NOTES = (
+    "The `{name}` {kind} has {fields}.",
+    "Fields of `{name}`: {fields}.",
+    "`{name}` holds {fields}.",
+    "Its `{name}` {kind} is {fields}.",
+    "Use a `{name}` {kind} with {fields}.",
+)
+
+
+def with_fields(prompt: str, code: str, rng: random.Random) -> str:
+    """The prompt with the fields of each struct or table the code declares spelled out —
+    `` `Ledger` (mowu: str, weck: int) `` where it quotes the type, else a sentence after it
+    (FIELD_NOTES) — unless the prompt names them all already. Why: a made-up subject's fields
+    (words.made_up_entity) cannot be guessed, and users who want a table say what is in it."""
+    for m in _STRUCT.finditer(code):
+        table, name, body = m.groups()
+        fields = [line.strip().rstrip(",") for line in body.splitlines()]
+        named = (re.search(rf"\b{re.escape(n)}\b", prompt) or re.search(rf"\b{re.escape(n.replace('_', ' '))}\b", prompt)
+                 for n in (f.split(":")[0] for f in fields))
+        if all(named):
+            continue
+        listed = ", ".join(fields)
+        quoted = f"`{name}`"
+        if quoted in prompt and f"{quoted} (" not in prompt and rng.random() < 0.5:
+            prompt = prompt.replace(quoted, f"{quoted} ({listed})", 1)
+        else:
+            note = rng.choice(FIELD_NOTES).format(name=name, kind="table" if table else "type", fields=listed)
+            prompt = f"{prompt} {note}"
+    return prompt
 
 
 # A declaration's name: what a rename edit may change.
@@ -177,23 +211,29 @@ def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple
 
 
 def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0,
-           made_up_names: float = MADE_UP_SHARE) -> Iterator[tuple[str, Draft, str, str]]:
+           made_up_names: float = MADE_UP_SHARE,
+           made_up_subjects: float = 0.0) -> Iterator[tuple[str, Draft, str, str]]:
     """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
     five prompts that name a function quote its whole signature, a share (`made_up_names`, half
     by default) have their quoted names made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
     model learns to read the request, not one phrasing. A share (`edit_share`) of the short
     programs become rename edits instead (as_rename_edit; template name `<template>:rename`).
-    `english_names`: the share of made-up names built from English words (words.made_up_name)."""
+    `english_names`: the share of made-up names built from English words (words.made_up_name).
+    `made_up_subjects`: the share of programs about a made-up subject (words.made_up_entity)
+    whose prompt spells out its fields (with_fields) and the template's specifics (Ctx.made_up)."""
     rng = random.Random(seed)
     names = list(TEMPLATES)
     while True:
         rng.shuffle(names)
         for name in names:
-            entity = rng.choice(ENTITIES)
-            draft = TEMPLATES[name](Ctx(rng, entity))
+            made_up = bool(made_up_subjects) and rng.random() < made_up_subjects  # no draw at 0: same data
+            entity = made_up_entity(rng, english_names) if made_up else rng.choice(ENTITIES)
+            draft = TEMPLATES[name](Ctx(rng, entity, made_up, english_names))
             prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
             if rng.random() < 0.8:
                 prompt = with_signature(prompt, draft.code)
+            if made_up:
+                prompt = with_fields(prompt, draft.code, rng)
             if rng.random() < made_up_names:
                 prompt, code = with_made_up_names(prompt, draft.code, rng, english_names)
                 draft = replace(draft, code=code)
@@ -214,7 +254,7 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0
 
 def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: LanguagePack | None = None,
              edit_share: float = EDIT_SHARE, english_names: float = 0.0,
-             made_up_names: float = MADE_UP_SHARE) -> Iterator[Pair]:
+             made_up_names: float = MADE_UP_SHARE, made_up_subjects: float = 0.0) -> Iterator[Pair]:
     """Yield up to `limit` distinct synthetic Vox pairs that parse, deterministically for `seed`.
     Pass a `SynthStats` to learn what was dropped and why."""
     if limit < 0:
@@ -224,7 +264,7 @@ def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: La
     seen: set[str] = set()
     # Give up when most recent drafts are duplicates: the templates' space is used up.
     max_drafts = limit * 20 + 100
-    for name, draft, prompt, domain in drafts(seed, edit_share, english_names, made_up_names):
+    for name, draft, prompt, domain in drafts(seed, edit_share, english_names, made_up_names, made_up_subjects):
         if stats.kept >= limit:
             return
         if stats.drafts >= max_drafts:
@@ -291,11 +331,13 @@ def check_share(name: str, value: float, where: str) -> None:
 
 
 def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs",
-                  english_names: float = 0.0, made_up_names: float = MADE_UP_SHARE) -> Report:
+                  english_names: float = 0.0, made_up_names: float = MADE_UP_SHARE,
+                  made_up_subjects: float = 0.0) -> Report:
     """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
     `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum.
     `english_names`: the share of made-up names of English words rather than syllables;
-    `made_up_names`: the share of programs whose quoted names are made up (drills: all)."""
+    `made_up_names`: the share of programs whose quoted names are made up (drills: all);
+    `made_up_subjects`: the share about a made-up subject whose prompt spells out its specifics."""
     if limit <= 0:
         raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
     if kind not in KINDS:
@@ -305,8 +347,9 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     pack = get_pack("vox")
     check_share("english_names", english_names, "--english-names")
     check_share("made_up_names", made_up_names, "--made-up-names")
+    check_share("made_up_subjects", made_up_subjects, "--made-up-subjects")
     pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names,
-                     made_up_names=made_up_names) if kind == "programs" \
+                     made_up_names=made_up_names, made_up_subjects=made_up_subjects) if kind == "programs" \
         else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
     written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
@@ -326,6 +369,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
         params["english_names"] = english_names
     if made_up_names != MADE_UP_SHARE and kind == "programs":  # likewise absent at the default
         params["made_up_names"] = made_up_names
+    if made_up_subjects and kind == "programs":  # likewise absent at 0
+        params["made_up_subjects"] = made_up_subjects
     report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
     return report

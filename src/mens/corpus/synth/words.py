@@ -226,6 +226,41 @@ def made_up_name(rng, capitalised: bool, english: float = 0.0) -> str:
     return pseudo_name(rng, capitalised)
 
 
+def made_up_word(rng, english: float) -> str:
+    """One made-up word: English (a share `english` of the time) or one or two syllables."""
+    if english and rng.random() < english:
+        from mens.corpus.synth.english import ENGLISH_WORDS
+
+        return rng.choice(ENGLISH_WORDS)
+    return pseudo_word(rng, rng.choice((1, 2)))
+
+
+def made_up_entity(rng, english: float = 0.0) -> Entity:
+    """A subject no word list predicts: a made-up thing (`ledger`, `ledgers`, `Ledger`) with
+    made-up fields of one or two words — two str, two int, a bool, sometimes a float — so a
+    program about it can only be written by copying its names from the prompt
+    (`mens generate-data --made-up-subjects`; the prompt then spells the fields out)."""
+    english = 1.0 if english and rng.random() < english else 0.0  # one kind of word a subject
+    while True:
+        var = made_up_word(rng, english)
+        if var in RESERVED or not _NAME.match(var) or var.endswith("s"):
+            continue
+        plural = var + ("es" if var.endswith(("x", "sh", "ch")) else "s")
+        taken = {var, plural}
+        fields = []
+        for type_ in ("str", "str", "int", "int", "bool") + (("float",) if rng.random() < 0.3 else ()):
+            while True:
+                words = [made_up_word(rng, english) for _ in range(rng.choice((1, 1, 2)))]
+                name = "_".join(words)
+                if name not in RESERVED and name not in taken and _NAME.match(name):
+                    break
+            taken.add(name)
+            fields.append(Field(name, type_))
+        rng.shuffle(fields)
+        if plural not in RESERVED:
+            return Entity(var, var.capitalize(), var, plural, tuple(fields))
+
+
 _NAME = re.compile(r"^[a-z_][a-zA-Z0-9_]*$")
 _TYPE = re.compile(r"^[A-Z][a-zA-Z0-9_]*$")
 

@@ -6,7 +6,7 @@ Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft
 
 from __future__ import annotations
 
-from mens.corpus.synth.templates.core import Ctx, Draft, render
+from mens.corpus.synth.templates.core import Ctx, Draft, listing, render
 from mens.corpus.synth.words import UI_LABELS, an
 
 
@@ -14,6 +14,13 @@ def _indent(text: str, n: int) -> str:
     return "\n".join(" " * n + line if line else line for line in text.strip("\n").split("\n"))
 
 
+# With `c.made_up` (a made-up subject) a template also makes up the specifics it would otherwise
+# take from a short list (route paths, handler and state names, token names, labels …) and says
+# each of them in the prompt, so the program is fully determined by the request and the only
+# way to write those specifics is to copy them. Without it, every template draws exactly what it
+# drew before (the same data for a seed): every new draw sits behind `if c.made_up`.
+
+# Names the templates write themselves (locals, view primitives): a made-up name is never one.
 # ---------------------------------------------------------------- components
 
 def component_counter(c: Ctx) -> Draft:
@@ -21,23 +28,32 @@ def component_counter(c: Ctx) -> Draft:
     x = c.pick(e.of("int"))
     step, factor = c.num(1, 10), c.num(2, 5)
     name = f"{e.type_name}{x.name.title().replace('_', '')}Counter"
-    label = c.pick(UI_LABELS)
+    if c.made_up:
+        new = c.fresh
+        label, start, scaled = c.fresh_text().capitalize(), new(), new()
+    else:
+        label, start, scaled = c.pick(UI_LABELS), "start", "scaled"
     gap = c.num(1, 4)
+    title = f"{e.words} {x.words}".capitalize()
     code = render("""
-        component $name(start: int) {
-            state $x: int = start
-            derived scaled: int = $x * $factor
+        component $name($start: int) {
+            state $x: int = $start
+            derived $scaled: int = $x * $factor
             view: Column(gap = $gap) {
                 Text(value = "$words")
-                Text(value = scaled)
+                Text(value = $scaled)
                 Button(on_click = fn() { $x += $step }) {
                     Text(value = "$label")
                 }
             }
-        }""", name=name, x=x.name, factor=factor, gap=gap, words=f"{e.words} {x.words}".capitalize(),
-                  step=step, label=label)
+        }""", name=name, x=x.name, factor=factor, gap=gap, words=title,
+                  step=step, label=label, start=start, scaled=scaled)
     what = f"keeps a {x.words} counter in state starting from a prop, derives it times {factor}, and " \
            f"shows a \"{label}\" button that adds {step}"
+    if c.made_up:
+        what = f"keeps `{x.name}` in state (from the prop `{start}`) and derives `{scaled}` = {x.name} * " \
+               f"{factor}; a column (gap {gap}) shows \"{title}\", {scaled} and a \"{label}\" button that " \
+               f"adds {step} to {x.name}"
     return Draft(code, f"a UI component `{name}`", what, "component", 5)
 
 
@@ -46,25 +62,36 @@ def component_list(c: Ctx) -> Draft:
     s = c.pick([f for f in fields if f.type == "str"])
     name = f"{e.type_name}Browser"
     effect = c.pick(("effect: log(query)", "effect depends_on(query): {\n    log(\"search\", query)\n}"))
-    code = c.struct(fields) + "\n\n" + render("""
+    query, load, head = "query", f"load_{e.plural}", c.struct(fields) + "\n\n"
+    if c.made_up:  # shorter: no type declaration (the prompt names the field), an effect a third of the time
+        new = c.fresh
+        query, load, head = new(), new(), ""
+        effect = f"effect: log({query})" if c.chance(0.3) else ""
+    code = head + render("""
         component $name() {
             state $p: List[$T] = []
-            state query: str = ""
-            derived visible: List[$T] = $p |> filter(fn(r) contains(r.$s, query))
+            state $query: str = ""
+            derived visible: List[$T] = $p |> filter(fn(r) contains(r.$s, $query))
             on mount: {
-                $p = load_$p()
+                $p = $load()
             }
             $effect
             view: Column(gap = 1) {
-                Input(value = query, on_input = fn(v) { query = v })
+                Input(value = $query, on_input = fn(v) { $query = v })
                 for r in visible {
                     Text(value = r.$s)
                 }
             }
-        }""", name=name, p=e.plural, T=e.type_name, s=s.name, effect=_indent(effect, 4).strip())
+        }""", name=name, p=e.plural, T=e.type_name, s=s.name, effect=_indent(effect, 4).strip(),
+                                                query=query, load=load).replace("\n    \n", "\n")
     what = f"loads {e.plural_words} on mount, keeps a search query in state, derives the {e.plural_words} " \
            f"whose {s.words} contains the query, logs query changes in an effect, and renders an input " \
            f"plus one text line per match"
+    if c.made_up:
+        what = f"keeps `{e.plural}: List[{e.type_name}]` (set by `{load}()` on mount) and a query `{query}`, " \
+               f"derives `visible`, those whose {s.name} contains {query}, " + \
+            ("logs the query in an effect, " if effect else "") + \
+            f"and renders an input for {query} and, for each of visible, a text line of its {s.name}"
     return Draft(code, f"a searchable list component `{name}`", what, "component", 6)
 
 
@@ -72,56 +99,75 @@ def component_styled(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 3)
     name = f"{e.type_name}Card"
     pad, radius = c.num(2, 24), c.num(0, 12)
+    cls = c.fresh() if c.made_up else "card"
     lines = "\n".join(f"        Text(value = {e.var}.{f.name})" for f in fields if f.type == "str")
     code = c.struct(fields) + "\n\n" + render("""
         component $name($v: $T) {
-            view: Card(class_name = "card") {
+            view: Card(class_name = "$cls") {
         $lines
             }
         }
         style {
-            .card {
+            .$cls {
                 padding: "${pad}px"
                 border_radius: "${radius}px"
             }
-        }""", name=name, v=e.var, T=e.type_name, lines=lines, pad=pad, radius=radius)
+        }""", name=name, v=e.var, T=e.type_name, lines=lines, pad=pad, radius=radius, cls=cls)
     what = f"shows the text fields of {e.a} inside a card and styles the card with a style block " \
            f"({pad}px padding, {radius}px corner radius)"
+    if c.made_up:
+        shown = listing([f.name for f in fields if f.type == "str"])
+        what = f"takes `{e.var}: {e.type_name}` and shows its {shown} as text in a Card of class \"{cls}\"; " \
+               f"a style block gives .{cls} {pad}px padding and a {radius}px border radius"
     return Draft(code, f"a styled component `{name}`", what, "component", 4)
 
 
 def fragment(c: Ctx) -> Draft:
     e = c.e
     s, x = c.pick(e.of("str")), c.pick(e.of("int"))
-    name = f"{e.type_name}{c.pick(('Badge', 'Chip', 'Summary', 'Line'))}"
+    name = c.fresh(True) if c.made_up else f"{e.type_name}{c.pick(('Badge', 'Chip', 'Summary', 'Line'))}"
+    gap = c.num(1, 3)
     code = render("""
         fragment $name($s: str, $x: int) {
             Row(gap = $gap) {
                 Text(value = $s)
                 Text(value = $x)
             }
-        }""", name=name, s=s.name, x=x.name, gap=c.num(1, 3))
+        }""", name=name, s=s.name, x=x.name, gap=gap)
     what = f"renders {e.a}'s {s.words} and {x.words} side by side in a row"
+    if c.made_up:
+        what = c.pick((f"takes `{s.name}: str` and `{x.name}: int` and renders them as two texts in a row "
+                       f"with gap {gap}",
+                       f"renders its parameters `{s.name}` (a str) and `{x.name}` (an int) side by side in a "
+                       f"Row (gap {gap})"))
     return Draft(code, f"a fragment `{name}`", what, "fragment", 3)
 
 
 def loading_view(c: Ctx) -> Draft:
     e = c.e
-    text = c.pick(("Loading", "Fetching", "Please wait for", "Preparing", "Syncing")) + f" {e.plural_words}" + \
-        c.pick(("", " now", ", almost there", " for you"))
+    if c.made_up:
+        text = c.fresh_text().capitalize() + c.pick(("", "...", f" {e.plural_words}"))
+    else:
+        text = c.pick(("Loading", "Fetching", "Please wait for", "Preparing", "Syncing")) + f" {e.plural_words}" + \
+            c.pick(("", " now", ", almost there", " for you"))
+    gap = c.num(1, 4)
     code = render("""
         @loading
         fn ${p}_loading() {
             Column(gap = $gap) {
                 Text(value = "$text")
             }
-        }""", p=e.plural, gap=c.num(1, 4), text=text)
-    return Draft(code, f"a @loading view `{e.plural}_loading`",
-                 f"shows \"{text}\" while the {e.plural_words} page loads", "loading", 2)
+        }""", p=e.plural, gap=gap, text=text)
+    what = f"shows \"{text}\" while the {e.plural_words} page loads"
+    if c.made_up:
+        what = f"shows the text \"{text}\" in a column (gap {gap}) while the {e.plural_words} page loads"
+    return Draft(code, f"a @loading view `{e.plural}_loading`", what, "loading", 2)
 
 
 def routes_table(c: Ctx) -> Draft:
     e = c.e
+    if c.made_up:
+        return _routes_made_up(c)
     T = e.type_name
     loader = c.chance(0.6)
     nested = c.chance(0.4)
@@ -149,9 +195,42 @@ def routes_table(c: Ctx) -> Draft:
     return Draft(code, f"a routes table for {an(e.domain)} {e.domain} app", what, "routes", 5)
 
 
+def _routes_made_up(c: Ctx) -> Draft:
+    """A routes table of made-up paths and pages, two or three routes (the whole table fits a
+    training row), each one said in the prompt."""
+    new = c.fresh
+    home, missing = new(True), new(True)
+    lines, said = [f'"/" to {home}'], [f'"/" to `{home}`']
+    for _ in range(c.num(1, 2)):
+        path, page = "/" + c.fresh(), new(True)
+        extra = c.num(0, 3)
+        if extra == 1:
+            loader = new()
+            lines.append(f'"{path}" to {page} with loader: {loader}')
+            said.append(f'"{path}" to `{page}` (loader `{loader}`)')
+        elif extra == 2:
+            loader, pending = new(), new(True)
+            lines.append(f'"{path}" to {page} with (loader: {loader}, pending: {pending})')
+            said.append(f'"{path}" to `{page}` (loader `{loader}`, pending view `{pending}`)')
+        elif extra == 3:
+            inner, child = "/" + c.fresh(), new(True)
+            lines.append(f'"{path}" to {page} {{\n        "{inner}" to {child}\n    }}')
+            said.append(f'"{path}" to `{page}`, with "{inner}" to `{child}` nested under it')
+        else:
+            lines.append(f'"{path}" to {page}')
+            said.append(f'"{path}" to `{page}`')
+    lines.append(f"not_found: {missing}")
+    code = "routes {\n" + "\n".join("    " + x for x in lines) + "\n}\n"
+    what = c.pick(("routes ", "maps ", "sends ")) + listing(said) + \
+        c.pick((f", with `{missing}` as the not-found page", f"; unknown paths go to `{missing}`"))
+    return Draft(code, f"a routes table for {an(c.e.domain)} {c.e.domain} app", what, "routes", 5)
+
+
 def url_map(c: Ctx) -> Draft:
     e = c.e
     s = c.pick(e.of("str"))
+    if c.made_up:
+        return _url_map_made_up(c, s)
     entries = [c.pick(("home", "start", "landing")), f"{e.var}_page(id: str)",
                f"{e.plural}_search(? {s.name}: str, ? page: int)"]
     for extra in c.sample((f"new_{e.var}", f"edit_{e.var}(id: str)", "settings", f"{e.plural}_export",
@@ -163,11 +242,27 @@ def url_map(c: Ctx) -> Draft:
     return Draft(code, f"a url map `{e.type_name}Links`", what, "url", 3)
 
 
+def _url_map_made_up(c: Ctx, s) -> Draft:
+    e, new = c.e, c.fresh
+    home, one, search = new(), new(), new()
+    entries = [(home, f"`{home}`"), (f"{one}(id: str)", f"`{one}(id: str)`"),
+               (f"{search}(? {s.name}: str, ? page: int)",
+                f"`{search}` with optional `{s.name}: str` and `page: int` parameters")]
+    if c.chance(0.4):
+        extra = new()
+        entries.insert(c.num(1, len(entries)), (f"{extra}(id: str)", f"`{extra}(id: str)`"))
+    code = f"url {e.type_name}Links {{\n" + "\n".join("    " + x for x, _ in entries) + "\n}\n"
+    what = c.pick(("declares the typed links ", "lists the links ")) + listing([w for _, w in entries])
+    return Draft(code, f"a url map `{e.type_name}Links`", what, "url", 3)
+
+
 # ---------------------------------------------------------------- durable work and actors
 
 def workflow(c: Ctx) -> Draft:
     e = c.e
     s, x = c.pick(e.of("str")), c.pick(e.of("int"))
+    if c.made_up:
+        return _workflow_made_up(c, s, x)
     wf = f"process_{e.var}"
     extra = c.pick(("", "side_effect", "version"))
     # workflow.version takes a change id (a string literal) and the oldest and newest supported
@@ -206,12 +301,58 @@ def workflow(c: Ctx) -> Draft:
     return Draft(code, f"a durable workflow `{wf}` with two activities", what, "workflow", 6)
 
 
+def _workflow_made_up(c: Ctx, s, x) -> Draft:
+    """`workflow` with made-up workflow, activity and result names, each said in the prompt."""
+    e, new = c.e, c.fresh
+    wf, check, record, done = new(), new(), new(), new().replace("_", " ")
+    extra = c.pick(("", "", "", "", "side_effect", "version"))
+    oldest = c.num(0, 2)
+    newest = oldest + c.num(1, 3)
+    pre = {"": "",
+           "side_effect": "    let ref = side_effect { new_reference() }\n",
+           "version": f"    let v = workflow.version(\"{wf}-limits\", {oldest}, {newest})\n"}[extra]
+    code = render("""
+        activity $check($x: int) to Result[int] {
+            if $x < 0 {
+                return Error("negative $xw")
+            }
+            return Ok($x)
+        }
+
+        activity $record($s: str, $x: int) to str {
+            db.$T.insert({ $s: $s, $x: $x })
+            return $s
+        }
+
+        """, check=check, record=record, s=s.name, x=x.name, xw=x.words, T=e.type_name)
+    body = render("""
+        match $check($x) {
+            Ok(value) => $record($s, value)
+            Error(reason) => return "rejected: " + reason
+        }
+        return "$done"
+        """, check=check, record=record, s=s.name, x=x.name, done=done)
+    code += f"\nworkflow {wf}({s.name}: str, {x.name}: int) to str {{\n{pre}{_indent(body, 4)}\n}}\n"
+    what = f"runs the activity `{check}({x.name}: int) to Result[int]` (Error \"negative {x.words}\" if " \
+           f"{x.name} < 0, else Ok); on Ok, `{record}({s.name}: str, {x.name}: int) to str` inserts both into " \
+           f"db.{e.type_name} and returns {s.name}; it returns \"{done}\", or \"rejected: \" + the reason" + \
+        {"": "", "side_effect": "; first it gets a ref from new_reference() inside side_effect",
+         "version": f"; first it marks version \"{wf}-limits\" ({oldest} to {newest}) with workflow.version"}[extra]
+    return Draft(code, f"a durable workflow `{wf}({s.name}: str, {x.name}: int) to str`", what, "workflow", 6)
+
+
 def activity_only(c: Ctx) -> Draft:
     e = c.e
     s = c.pick(e.of("str"))
-    host = c.pick(("api.example.com", "records.internal", "data.example.org", "svc.local"))
-    tries = c.num(1, 9)
-    name = f"{c.pick(('fetch', 'pull', 'load', 'read'))}_{e.var}_{s.name}"
+    if c.made_up:
+        new = c.fresh
+        host = new().replace("_", "-") + c.pick((".com", ".org", ".net", ".io", ".internal"))
+        tries = c.num(1, 9)
+        name = new()
+    else:
+        host = c.pick(("api.example.com", "records.internal", "data.example.org", "svc.local"))
+        tries = c.num(1, 9)
+        name = f"{c.pick(('fetch', 'pull', 'load', 'read'))}_{e.var}_{s.name}"
     code = render("""
         activity $name(id: str, attempts: int = $tries) to str {
             let mut left = attempts
@@ -226,29 +367,42 @@ def activity_only(c: Ctx) -> Draft:
         }""", name=name, p=e.plural, s=s.name, host=host, tries=tries)
     what = f"fetches {e.a} by id from {host} over HTTP, retrying up to {tries} times by default, and " \
            f"returns its {s.words} (an empty string if every try failed)"
+    if c.made_up:
+        what = f"GETs \"https://{host}/{e.plural}/\" + id, up to `attempts` (default {tries}) tries, and " \
+               f"returns the response's {s.name} once one is ok (\"\" if none was)"
     return Draft(code, f"an activity `{name}`", what, "activity", 4)
 
 
 def actor(c: Ctx) -> Draft:
     e = c.e
     x = c.pick(e.of("int"))
-    name = f"{e.type_name}{c.pick(('Tracker', 'Keeper', 'Ledger', 'Tally'))}"
+    if c.made_up:
+        new = c.fresh
+        name, add, amount, reset, over = new(True), new(), new(), new(), new()
+    else:
+        name = f"{e.type_name}{c.pick(('Tracker', 'Keeper', 'Ledger', 'Tally'))}"
+        add, amount, reset, over = "add", "amount", "reset", "over_limit"
     limit = c.num(10, 1000)
     code = render("""
         actor $name {
-            on add(amount: int) to int {
-                self.$x += amount
+            on $add($amount: int) to int {
+                self.$x += $amount
                 return self.$x
             }
-            on reset() {
+            on $reset() {
                 self.$x = 0
             }
-            on over_limit() to bool {
+            on $over() to bool {
                 return self.$x > $limit
             }
-        }""", name=name, x=x.name, limit=limit)
+        }""", name=name, x=x.name, limit=limit, add=add, amount=amount, reset=reset, over=over)
     what = f"keeps a running {x.words} total and handles three messages: add an amount, reset to zero, " \
            f"and report whether the total is over {limit}"
+    if c.made_up:
+        what = c.pick(("keeps a running total in self.{x} and has handlers ", "keeps self.{x} and answers "))
+        what = what.format(x=x.name) + \
+            f"`{add}({amount}: int) to int` (adds {amount}, returns the total), `{reset}()` (sets it to 0) " \
+            f"and `{over}() to bool` (whether it is over {limit})"
     return Draft(code, f"an actor `{name}`", what, "actor", 5)
 
 
@@ -259,6 +413,8 @@ _LIFECYCLES = (("Draft", "Submitted", "Approved", "Archived"), ("Open", "Assigne
 
 def state_machine(c: Ctx) -> Draft:
     e = c.e
+    if c.made_up:
+        return _state_machine_made_up(c)
     states = list(c.pick(_LIFECYCLES))
     verbs = ("advance", "promote", "move_on", "proceed", "step")
     name = f"{e.type_name}Lifecycle"
@@ -276,11 +432,33 @@ def state_machine(c: Ctx) -> Draft:
     return Draft(code, f"a state machine `{name}`", what, "state_machine", 4)
 
 
+def _state_machine_made_up(c: Ctx) -> Draft:
+    """A state machine of three or four made-up states and made-up events, all said in the prompt."""
+    e, new = c.e, c.fresh
+    name = new(True)
+    states = [new(True) for _ in range(c.pick((3, 3, 3, 4)))]
+    events = [new() for _ in states[1:]]
+    cancel, at = new(), (new() if c.chance(0.25) else "")
+    lines = [f"    {'terminal ' if i == len(states) - 1 else ''}state {s}" + (f"({at}: int)" if i == 1 and at else "")
+             for i, s in enumerate(states)]
+    lines += [f"    on {ev} from {states[i]} -> {states[i + 1]}" for i, ev in enumerate(events)]
+    lines.append(f"    on {cancel} from any -> {states[-1]}")
+    code = f"state_machine {name} {{\n" + "\n".join(lines) + "\n}\n"
+    listed = listing([f"`{s}`" for s in states])
+    carries = f" (`{states[1]}` carries `{at}: int`)" if at else ""
+    moves = listing([f"`{ev}`" for ev in events])
+    what = c.pick((f"moves {e.a} through the states {listed}{carries} in order, the last one terminal, with "
+                   f"one event per step ({moves}), and `{cancel}` from any state to the last",
+                   f"has states {listed}{carries} ({states[-1]} is terminal); the events {moves} each move "
+                   f"it one state on, and `{cancel}` goes from any state to {states[-1]}"))
+    return Draft(code, f"a state machine `{name}`", what, "state_machine", 4)
+
+
 # ---------------------------------------------------------------- forms, mobile, tokens, v0
 
 def form(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 4)
-    lines = []
+    lines, said = [], []
     for f in fields:
         mods = []
         if f.type == "str":
@@ -289,14 +467,29 @@ def form(c: Ctx) -> Draft:
             mods = ["optional", f"range({c.num(0, 5)}..{c.num(10, 9999)})"]
         else:
             mods = [f"default({c.pick(('true', 'false'))})"]
-        lines.append(f"    field {f.name}: {f.type} " + " ".join(mods[:c.num(1, len(mods))]))
-    lines += [f"    on_submit: save_{e.var}", f'    success_redirect: "/{e.plural}"']
-    if c.chance(0.5):
+        kept = mods[:c.num(1, len(mods))]
+        lines.append(f"    field {f.name}: {f.type} " + " ".join(kept))
+        said.append(f"`{f.name}: {f.type}` (" + ", ".join(_modifier(m) for m in kept) + ")")
+    save, to = (f"save_{e.var}", f"/{e.plural}") if not c.made_up else (c.fresh(), "/" + c.name())
+    lines += [f"    on_submit: {save}", f'    success_redirect: "{to}"']
+    failed = c.chance(0.5)
+    if failed:
         lines.append(f'    error_message: "Could not save the {e.words}"')
     code = f"@form {e.type_name}Form {{\n" + "\n".join(lines) + "\n}\n"
     what = f"collects {', '.join(f.words for f in fields)} with validation modifiers, submits to " \
            f"save_{e.var} and redirects to /{e.plural}"
+    if c.made_up:
+        what = f"has fields {listing(said)}, submits to `{save}`, redirects to \"{to}\"" + \
+            (f" and shows \"Could not save the {e.words}\" on error" if failed else "")
     return Draft(code, f"a form `{e.type_name}Form`", what, "form", 4)
+
+
+def _modifier(mod: str) -> str:
+    """A form field modifier in words: `max_len(80)` -> "at most 80 characters"."""
+    head, _, arg = mod.partition("(")
+    arg = arg.rstrip(")")
+    return {"label": f"label {arg}", "max_len": f"at most {arg} characters", "range": f"range {arg}",
+            "default": f"default {arg}"}.get(head, head)
 
 
 def mobile(c: Ctx) -> Draft:
@@ -304,6 +497,8 @@ def mobile(c: Ctx) -> Draft:
     kind = c.pick(("@back_button", "@deep_link", "@push"))
     # @back_button and @push values are names (identifiers or type names); @deep_link values may
     # also be strings.
+    if c.made_up:
+        return _mobile_made_up(c, kind)
     if kind == "@back_button":
         confirm = c.pick(("confirm_leave", "save_draft", "discard_changes", "keep_editing"))
         body, says = f"    target: {e.type_name}{c.pick(('List', 'Home', 'Overview', 'Search'))}\n    confirm: {confirm}_{e.var}", "goes back to the previous screen"
@@ -316,9 +511,29 @@ def mobile(c: Ctx) -> Draft:
     return Draft(code, f"a mobile {kind} block", f"{says} for {an(e.domain)} {e.domain} app", "mobile", 2)
 
 
+def _mobile_made_up(c: Ctx, kind: str) -> Draft:
+    e, new = c.e, c.fresh
+    if kind == "@back_button":
+        target, confirm = new(True), new()
+        body = f"    target: {target}\n    confirm: {confirm}"
+        says = f"goes back to target `{target}` after confirm `{confirm}`"
+    elif kind == "@deep_link":
+        uri, screen = f"{new()}://{new()}", new(True)
+        body = f"    uri: \"{uri}\"\n    screen: {screen}"
+        says = f"opens the screen `{screen}` for the uri \"{uri}\""
+    else:
+        topic, handler = new(), new()
+        body = f"    topic: {topic}\n    handler: {handler}"
+        says = f"subscribes to the push topic `{topic}` with the handler `{handler}`"
+    code = f"{kind} {{\n{body}\n}}\n"
+    return Draft(code, f"a mobile {kind} block", f"{says} in {an(e.domain)} {e.domain} app", "mobile", 2)
+
+
 def tokens(c: Ctx) -> Draft:
     def hexcolor() -> str:
         return "#" + "".join(c.pick("0123456789abcdef") for _ in range(6))
+    if c.made_up:
+        return _tokens_made_up(c, hexcolor)
     lines = [f'    color {n} light: "{hexcolor()}" dark: "{hexcolor()}"'
              for n in c.sample(("primary", "accent", "surface", "danger", "muted"), c.num(1, 3))]
     lines.append(f'    spacing {c.pick(("sm", "md", "lg"))}: "{c.num(2, 32)}px"')
@@ -331,14 +546,41 @@ def tokens(c: Ctx) -> Draft:
                  f"for {an(c.e.domain)} {c.e.domain} app", "tokens", 2)
 
 
+def _tokens_made_up(c: Ctx, hexcolor) -> Draft:
+    """One or two colors, a spacing and maybe a radius or font, of made-up names and values all said."""
+    new = c.fresh
+    lines, said = [], []
+    for _ in range(c.num(1, 2)):
+        name, light, dark = new(), hexcolor(), hexcolor()
+        lines.append(f'    color {name} light: "{light}" dark: "{dark}"')
+        said.append(f'color `{name}` (light "{light}", dark "{dark}")')
+    for kind in ("spacing", "radius"):
+        if kind == "spacing" or c.chance(0.5):
+            name, px = new(), f"{c.num(0, 32)}px"
+            lines.append(f'    {kind} {name}: "{px}"')
+            said.append(f'{kind} `{name}` "{px}"')
+    if c.chance(0.4):
+        name, family = new(), new().replace("_", " ").title()
+        lines.append(f'    font {name} family: "{family}"')
+        said.append(f'font `{name}` with family "{family}"')
+    code = "@tokens {\n" + "\n".join(lines) + "\n}\n"
+    return Draft(code, "design tokens", f"defines {listing(said)} for {an(c.e.domain)} {c.e.domain} app",
+                 "tokens", 2)
+
+
 def v0_component(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 4)
     desc = f"A card that shows {e.a} with its {' and '.join(f.words for f in fields[:2])}"
-    head = f'@v0 "{desc}"' if c.chance(0.6) else f'@v0 from "designs/{e.var}-card.png"'
+    described = c.chance(0.6)
+    design = f"designs/{e.var}-card.png" if not c.made_up else f"designs/{c.name()}.png"
+    head = f'@v0 "{desc}"' if described else f'@v0 from "{design}"'
     opt = c.pick(fields)
     props = "\n".join(f"    {f.name}{'?' if f is opt else ''}: {f.type}" for f in fields)
     code = f"{head} {e.type_name}Preview {{\n{props}\n}}\n"
-    return Draft(code, f"a @v0 generated component `{e.type_name}Preview`",
-                 f"declares its props ({', '.join(f.words for f in fields)}, with {opt.words} optional)",
-                 "v0_component", 2)
+    what = f"declares its props ({', '.join(f.words for f in fields)}, with {opt.words} optional)"
+    if c.made_up:
+        source = f"the description \"{desc}\"" if described else f"the design \"{design}\""
+        what = f"comes from {source} and declares the props " + \
+            listing([f"`{f.name}: {f.type}`" for f in fields]) + f", with {opt.name} optional"
+    return Draft(code, f"a @v0 generated component `{e.type_name}Preview`", what, "v0_component", 2)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from string import Template
 from textwrap import dedent
 
-from mens.corpus.synth.words import SAMPLE_WORDS, Entity, Field, an
+from mens.corpus.synth.words import RESERVED, SAMPLE_WORDS, Entity, Field, an, made_up_word
 
 
 @dataclass
@@ -26,10 +26,44 @@ class Draft:
 
 
 class Ctx:
-    """One template call's randomness and subject entity."""
+    """One template call's randomness and subject entity. `made_up` (the subject is made up,
+    `words.made_up_entity`): the template should also make up the specifics it would otherwise
+    take from a short list (a cron line, a URI, handler names, route paths …) with `c.name()`
+    and state them in the prompt, as a user who knows what they want does, so that the only way
+    to write them is to copy them; with it False a template draws exactly what it drew before."""
 
-    def __init__(self, rng: random.Random, entity: Entity):
-        self.rng, self.e = rng, entity
+    def __init__(self, rng: random.Random, entity: Entity, made_up: bool = False, english: float = 0.0):
+        self.rng, self.e, self.made_up, self.english = rng, entity, made_up, english
+
+    def fresh(self, capitalised: bool = False) -> str:
+        """A made-up name (name()) new to this draft: not the subject's type, var, plural or a
+        field, not a name templates write anyway (WRITTEN), not one fresh() gave before."""
+        if not hasattr(self, "_taken"):
+            e = self.e
+            self._taken = {n.lower() for n in (e.var, e.plural, e.type_name, *(f.name for f in e.fields))} | \
+                WRITTEN | set(SAMPLE_WORDS)
+        while True:
+            name = self.name(capitalised)
+            if name.lower() not in self._taken:
+                self._taken.add(name.lower())
+                return name
+
+    def fresh_names(self, k: int, capitalised: bool = False) -> list[str]:
+        return [self.fresh(capitalised) for _ in range(k)]
+
+    def fresh_text(self) -> str:
+        """Made-up words for a string literal the prompt quotes: "velmo rask", "lines capture"."""
+        return self.fresh().replace("_", " ")
+
+    def name(self, capitalised: bool = False) -> str:
+        """A made-up identifier of one or two words (`lines_capture`, `ModeTable`, `velmo_rask`),
+        never a reserved word: shorter than words.made_up_name's, since a made-up program holds
+        several and a row of 256 tokens must still hold the whole request and answer."""
+        while True:
+            parts = [made_up_word(self.rng, self.english) for _ in range(self.rng.choice((1, 1, 2)))]
+            name = "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
+            if name not in RESERVED:
+                return name
 
     def pick(self, seq):
         return self.rng.choice(seq)
@@ -65,6 +99,20 @@ class Ctx:
         rest = [f for f in e.fields if f not in must]
         extra = self.sample(rest, min(len(rest), self.num(max(0, k_min - 2), max(0, k_max - 2))))
         return [f for f in e.fields if f in must or f in extra]
+
+
+# Names the templates write whatever the subject (locals, builtins, view calls): never made up
+# for something else in the same program.
+WRITTEN = frozenset(w.lower() for w in """id page query visible scaled start value reason checked ref resp
+left attempts amount self r v at log load new_reference len contains filter Text Row Column Button Input
+Card Ok Error set slice map spawn assert print http db str int bool float Some None List Option Result
+Set Map""".split())
+
+
+def listing(items) -> str:
+    """Items joined in English: `a`, `a and b`, `a, b and c`."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def render(tpl: str, **kw) -> str:

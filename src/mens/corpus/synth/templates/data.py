@@ -5,8 +5,24 @@ Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft
 
 from __future__ import annotations
 
-from mens.corpus.synth.templates.core import Ctx, Draft, obj, params, render
+from mens.corpus.synth.templates.core import Ctx, Draft, listing, obj, params, render
 from mens.corpus.synth.words import CRON, an
+
+
+# ---------------------------------------------------------------- made-up specifics (Ctx.made_up)
+
+def made_up_cron(c: Ctx) -> str:
+    """A random valid five-field cron line: "15 4 * * 1", "*/20 * * * *", "7 */3 * * *" …"""
+    m, h, form = c.num(0, 59), c.num(0, 23), c.num(0, 4)
+    if form == 0:
+        return f"{m} {h} * * *"
+    if form == 1:
+        return f"*/{c.pick((2, 5, 10, 12, 20, 30))} * * * *"
+    if form == 2:
+        return f"{m} */{c.num(2, 12)} * * *"
+    if form == 3:
+        return f"{m} {h} * * {c.num(0, 6)}"
+    return f"{m} {h} {c.num(1, 28)} * *"
 
 
 # ---------------------------------------------------------------- data types
@@ -14,14 +30,22 @@ from mens.corpus.synth.words import CRON, an
 def type_struct(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 5)
     pub = "pub " if c.chance(0.3) else ""
+    ctor, noun = f"new_{e.var}", f"a struct type `{e.type_name}`"
+    if c.made_up:
+        ctor = c.fresh_names(1)[0]
+        noun = f"a {'public ' if pub else ''}struct type `{e.type_name}`"
     code = c.struct(fields, head=pub + "type") + "\n\n" + render("""
 
-        fn new_$v($params) to $T {
+        fn $ctor($params) to $T {
             return $obj
-        }""", v=e.var, params=params(fields), T=e.type_name, obj=obj(fields))
+        }""", ctor=ctor, params=params(fields), T=e.type_name, obj=obj(fields))
     listed = ", ".join(f"{f.words} ({f.type})" for f in fields)
-    what = f"has the fields {listed}, plus a constructor function `new_{e.var}` that builds one from its fields"
-    return Draft(code, f"a struct type `{e.type_name}`", what, "type", 2)
+    tail = "plus a constructor function `{}` that builds one from its fields"
+    if c.made_up:
+        tail = c.pick((tail, "and a function `{}` that takes every field and returns one",
+                       "with a constructor `{}` taking its fields in order"))
+    what = f"has the fields {listed}, " + tail.format(ctor)
+    return Draft(code, noun, what, "type", 2)
 
 
 _VARIANTS = ("Created", "Updated", "Archived", "Restored", "Flagged", "Removed", "Approved",
@@ -29,6 +53,8 @@ _VARIANTS = ("Created", "Updated", "Archived", "Restored", "Flagged", "Removed",
 
 
 def type_adt(c: Ctx) -> Draft:
+    if c.made_up:
+        return _type_adt_made_up(c)
     e = c.e
     suffix = c.pick(("Event", "Change", "Outcome", "Signal", "Action"))
     adt = e.type_name + suffix
@@ -62,13 +88,58 @@ def type_adt(c: Ctx) -> Draft:
     return Draft(code, f"an algebraic data type `{adt}`", what, "type", 4)
 
 
+def _type_adt_made_up(c: Ctx) -> Draft:
+    """type_adt with a made-up type, variants and function, each variant's payload and each
+    arm's result spelled out."""
+    e = c.e
+    adt, *variants = c.fresh_names(1 + c.num(2, 4), True)
+    fname = c.fresh_names(1)[0]
+    score_mode = c.chance(0.5)
+    lines, arms, shown, results = [], [], [], []
+    for v in variants:
+        fields = c.sample(e.fields, c.num(0, 2))
+        lines.append(f"    | {v}({params(fields)})" if fields else f"    | {v}")
+        shown.append(f"`{v}({params(fields)})`" if fields else f"`{v}`")
+        ints = [f for f in fields if f.type == "int"]
+        strs = [f for f in fields if f.type == "str"]
+        if score_mode:
+            if ints:
+                value, result = ints[0].name, ints[0].name
+            elif strs:
+                value, result = f"len({strs[0].name})", f"the length of {strs[0].name}"
+            else:
+                value = result = str(c.num(0, 9))
+            binds = ", ".join(f.name if f in ints[:1] or (not ints and f in strs[:1]) else "_" for f in fields)
+            results.append(result)
+        else:
+            # The name as it is (a made-up name may be renamed as a whole word, in literals too).
+            value = f'"{v} " + {strs[0].name}' if strs else f'"{v}"'
+            binds = ", ".join(f.name if f in strs[:1] else "_" for f in fields)
+        arms.append(f"        {f'{v}({binds})' if fields else v} => {value}")
+    ret = "int" if score_mode else "str"
+    code = f"type {adt} =\n" + "\n".join(lines) + "\n\n" + \
+        f"fn {fname}(x: {adt}) to {ret} {{\n    match x {{\n" + "\n".join(arms) + "\n    }\n}\n"
+    if score_mode:
+        returns = f"returns {listing(results)} for them respectively"
+    else:
+        returns = c.pick(("returns the variant's name as a string, followed by a space and its first str "
+                          "field when it has one",
+                          "returns the case's name, plus a space and its first str field if it has one"))
+    what = c.pick(("has the variants {}, and a function `{}` that matches on it and {}",
+                   "has the cases {}; a function `{}` matches on it and {}")).format(listing(shown), fname, returns)
+    return Draft(code, f"an algebraic data type `{adt}`", what, "type", 4)
+
+
 def fn_option(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 3)
     s = c.pick([f for f in fields if f.type == "str"])
     x = c.pick([f for f in fields if f.type == "int"])
+    find, get = f"find_{e.var}", f"{x.name}_of"
+    if c.made_up:
+        find, get = c.fresh_names(2)
     code = c.struct(fields) + "\n\n" + render("""
 
-        fn find_$v($p: List[$T], wanted: str) to Option[$T] {
+        fn $find($p: List[$T], wanted: str) to Option[$T] {
             for $v in $p {
                 if $v.$s is wanted {
                     return Some($v)
@@ -77,15 +148,19 @@ def fn_option(c: Ctx) -> Draft:
             return None
         }
 
-        fn ${x}_of($p: List[$T], wanted: str) to int {
-            match find_$v($p, wanted) {
+        fn $get($p: List[$T], wanted: str) to int {
+            match $find($p, wanted) {
                 Some(found) => found.$x
                 None => 0
             }
-        }""", v=e.var, p=e.plural, T=e.type_name, s=s.name, x=x.name)
-    what = f"looks {e.a} up by {s.words} and returns an Option, plus `{x.name}_of`, which " \
+        }""", find=find, get=get, v=e.var, p=e.plural, T=e.type_name, s=s.name, x=x.name)
+    what = f"looks {e.a} up by {s.words} and returns an Option, plus `{get}`, which " \
            f"matches on Some/None to return its {x.words} or 0"
-    return Draft(code, f"a function `find_{e.var}`", what, "function", 4)
+    if c.made_up:
+        what = f"looks {e.a} up by {s.words} in a list of {e.plural_words} and returns an Option, plus `{get}`, " \
+               f"which matches on Some/None to return its {x.words} or 0"
+        return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{find}`", what, "function", 4)
+    return Draft(code, f"a function `{find}`", what, "function", 4)
 
 
 # ---------------------------------------------------------------- tests and properties
@@ -94,40 +169,59 @@ def test_fns(c: Ctx) -> Draft:
     a, b = c.sample(c.e.of("int"), 2)
     name = f"combined_{a.name}"
     k = c.num(2, 9)
+    if c.made_up:
+        name = c.fresh_names(1)[0]
     code = render("""
         fn $name($a: int, $b: int) to int {
             return $a * $k + $b
         }
         """, name=name, a=a.name, b=b.name, k=k)
-    tests = []
+    tests, told, used = [], [], [name]
     for _ in range(c.num(2, 3)):
         x, y = c.num(0, 50), c.num(0, 50)
         label = f'("{name} of {x} and {y}")' if c.chance(0.4) else ""
-        tests.append(f"@test{label}\nfn test_{name}_{x}_{y}() {{\n    assert({name}({x}, {y}) is {x * k + y})\n}}\n")
+        test = f"test_{name}_{x}_{y}"
+        if c.made_up:  # a made-up test name and label, each stated
+            test = c.fresh_names(1)[0]
+            used.append(test)
+            text = c.fresh_text()
+            label = f'("{text}")' if label else ""
+            told.append(f"`{test}`" + (f' (labelled "{text}")' if label else "") + f" checking {name}({x}, {y})")
+        tests.append(f"@test{label}\nfn {test}() {{\n    assert({name}({x}, {y}) is {x * k + y})\n}}\n")
     code += "\n" + "\n".join(tests)
     what = f"computes {a.words} times {k} plus {b.words}, followed by {len(tests)} @test functions " \
            f"that assert concrete results"
+    if c.made_up:
+        what = f"computes {a.words} times {k} plus {b.words}, followed by @test functions " + listing(told) + \
+            c.pick((", each asserting the exact result", " that assert the result it must give"))
     return Draft(code, f"a function `{name}` with unit tests", what, "test", 3)
 
 
 def forall_prop(c: Ctx) -> Draft:
     x = c.pick(c.e.of("int"))
     variant = c.num(0, 2)
+    made = c.fresh_names(2) if c.made_up else None  # the function and the property
     if variant == 0:
-        fn = f"double_{x.name}"
+        fn = made[0] if made else f"double_{x.name}"
+        does = f"doubles {an(x.words)} {x.words}"
         code = f"fn {fn}({x.name}: int) to int {{\n    return {x.name} * 2\n}}\n"
         prop, says = f"{fn}(n) % 2 is 0", "its result is always even"
     elif variant == 1:
-        fn = f"abs_{x.name}"
+        fn = made[0] if made else f"abs_{x.name}"
+        does = f"returns the absolute value of {an(x.words)} {x.words}"
         code = f"fn {fn}({x.name}: int) to int {{\n    if {x.name} < 0 {{\n        return 0 - {x.name}\n    }}\n    return {x.name}\n}}\n"
         prop, says = f"{fn}(n) >= 0", "its result is never negative"
     else:
         k = c.num(2, 50)
-        fn = f"cap_{x.name}"
+        fn = made[0] if made else f"cap_{x.name}"
+        does = f"caps {an(x.words)} {x.words} at {k}"
         code = f"fn {fn}({x.name}: int) to int {{\n    if {x.name} > {k} {{\n        return {k}\n    }}\n    return {x.name}\n}}\n"
         prop, says = f"{fn}(n) <= {k}", f"its result never exceeds {k}"
-    code += f"\n@forall(n: int)\nfn prop_{fn}(n: int) to bool {{\n    return {prop}\n}}\n"
+    prop_fn = made[1] if made else f"prop_{fn}"
+    code += f"\n@forall(n: int)\nfn {prop_fn}(n: int) to bool {{\n    return {prop}\n}}\n"
     what = f"is checked by a @forall property test stating that {says}"
+    if made:
+        what = f"{does}, checked by a @forall property test `{prop_fn}` (over n: int) stating that {says}"
     return Draft(code, f"a function `{fn}`", what, "forall", 4)
 
 
@@ -138,14 +232,20 @@ def mcp_tool(c: Ctx) -> Draft:
     s = c.pick([f for f in fields if f.type == "str"])
     deco = c.pick(("@mcp.tool", "@tool"))
     desc = f"Find {e.plural_words} by {s.words}"
+    name = f"find_{e.plural}_by_{s.name}"
+    if c.made_up:
+        name, desc = c.fresh_names(1)[0], c.fresh_text().capitalize()
     code = c.struct(fields, head="@table type") + "\n\n" + render("""
 
         $deco "$desc"
-        fn find_${p}_by_$s($s: str) uses db to List[$T] {
+        fn $name($s: str) uses db to List[$T] {
             return db.$T.filter({ $s: $s })
-        }""", deco=deco, desc=desc, p=e.plural, s=s.name, T=e.type_name)
+        }""", deco=deco, desc=desc, name=name, s=s.name, T=e.type_name)
     what = f"is exposed as an MCP tool described as \"{desc}\" and returns the matching rows of {an(e.type_name)} `{e.type_name}` table"
-    return Draft(code, f"an MCP tool `find_{e.plural}_by_{s.name}`", what, "mcp_tool", 4)
+    if c.made_up:
+        what = f"is exposed with {deco} as an MCP tool described as \"{desc}\" and returns the rows of " \
+               f"{an(e.type_name)} `{e.type_name}` table whose {s.words} equals the one given"
+    return Draft(code, f"an MCP tool `{name}`", what, "mcp_tool", 4)
 
 
 def mcp_resource(c: Ctx) -> Draft:
@@ -153,15 +253,24 @@ def mcp_resource(c: Ctx) -> Draft:
     uri = f"{e.domain}://{e.plural}/all"
     desc = f"Every {e.words} in the {e.domain} database"
     form = c.chance(0.5)
+    name = f"all_{e.plural}"
+    if c.made_up:
+        name, scheme, host, path = c.fresh_names(4)
+        uri, desc = f"{scheme.split('_')[0]}://{host}/{path}", c.fresh_text().capitalize()
     deco = f'@mcp.resource("{uri}", "{desc}")' if form else f'@resource "{uri}" "{desc}"'
     code = c.struct(fields, head="@table type") + "\n\n" + render("""
 
         $deco
-        fn all_$p() uses db to List[$T] {
+        fn $name() uses db to List[$T] {
             return db.$T.all()
-        }""", deco=deco, p=e.plural, T=e.type_name)
+        }""", deco=deco, name=name, T=e.type_name)
     what = f"publishes all rows of {an(e.type_name)} `{e.type_name}` table as the MCP resource {uri}"
-    return Draft(code, f"an MCP resource `all_{e.plural}`", what, "mcp_resource", 4)
+    if c.made_up:
+        how = "@mcp.resource" if form else "@resource"
+        what = c.pick(("publishes all rows of {} `{}` table as the MCP resource \"{}\" described as \"{}\" (use {})",
+                       "serves every row of {} `{}` table at the resource URI \"{}\" with the description \"{}\", "
+                       "declared with {}")).format(an(e.type_name), e.type_name, uri, desc, how)
+    return Draft(code, f"an MCP resource `{name}`", what, "mcp_resource", 4)
 
 
 def ai_function(c: Ctx) -> Draft:
@@ -174,19 +283,31 @@ def ai_function(c: Ctx) -> Draft:
     instruction = f"Classify the {s.words} of {e.a}"
     arg = f'("{instruction}")' if c.chance(0.7) else ""
     fname = f"classify_{e.var}_{s.name}"
+    if c.made_up:  # made-up labels, type, instruction and function names, each stated
+        adt, *labels = c.fresh_names(1 + len(labels), True)
+        fname, helper = c.fresh_names(2)
+        instruction = c.fresh_text().capitalize()
+        arg = f'("{instruction}")' if arg else ""
     code = f"type {adt} =\n" + "\n".join(f"    | {lab}" for lab in labels) + "\n\n" + \
         f"{deco}{arg}\nfn {fname}({s.name}: str) to {adt}\n"
+    also = ""
     if c.chance(0.5):
         first = labels[0]
+        low = helper if c.made_up else first.lower()
         code += "\n" + render("""
             fn is_$low($s: str) to bool {
                 match $f($s) {
                     $first => true
                     _ => false
                 }
-            }""", low=first.lower(), s=s.name, f=fname, first=first)
+            }""", low=low, s=s.name, f=fname, first=first)
+        also = f", plus `is_{low}`, true when it returns `{first}`"
     what = f"is an {deco} function with no body that classifies {e.a}'s {s.words} into " \
            f"a `{adt}` ({', '.join(labels)})"
+    if c.made_up:
+        told = f' with the instruction "{instruction}"' if arg else ""
+        what = f"is an {deco} function with no body{told} that classifies {e.a}'s {s.words} into " \
+               f"a `{adt}` with the cases {listing(f'`{lab}`' for lab in labels)}{also}"
     return Draft(code, f"an AI function `{fname}`", what, "ai_function", 4)
 
 
@@ -195,6 +316,9 @@ def scheduled_job(c: Ctx) -> Draft:
     cron, says = c.pick(CRON)
     flag = c.pick(e.of("bool"))
     name = f"sweep_{flag.name}_{e.plural}"
+    if c.made_up:
+        cron, name = made_up_cron(c), c.fresh_names(1)[0]
+        says = c.pick(('on the cron schedule "{}"', 'on cron "{}"', 'with the schedule "{}"')).format(cron)
     code = c.struct(fields + ([flag] if flag not in fields else []), head="@table type") + "\n\n" + render("""
 
         @scheduled("$cron")
@@ -215,6 +339,7 @@ def table_query(c: Ctx) -> Draft:
     s = c.pick([f for f in fields if f.type == "str"])
     x = c.pick([f for f in fields if f.type == "int"])
     variant = c.num(0, 2)
+    made = c.fresh_names(2) if c.made_up else None  # the endpoint and its parameter
     if variant == 0:
         name, ret = f"{e.plural}_by_{s.name}", f"List[{e.type_name}]"
         args, body = f"{s.name}: str", f"return db.{e.type_name}.filter({{ {s.name}: {s.name} }})"
@@ -226,9 +351,14 @@ def table_query(c: Ctx) -> Draft:
     else:
         k = c.num(1, 500)
         name, ret = f"{e.plural}_over_{x.name}", f"List[{e.type_name}]"
-        args = f"minimum: int = {k}"
-        body = f"return db.{e.type_name}.all() |> filter(fn(r) r.{x.name} > minimum)"
+        low = made[1] if made else "minimum"
+        args = f"{low}: int = {k}"
+        body = f"return db.{e.type_name}.all() |> filter(fn(r) r.{x.name} > {low})"
         what = f"returns the {e.plural_words} whose {x.words} is above a minimum (default {k})"
+        if made:
+            what = f"returns the {e.plural_words} whose {x.words} is above a parameter `{low}` (an int, default {k})"
+    if made:
+        name = made[0]
     code = c.struct(fields, head="@table type") + "\n\n" + render("""
 
         @endpoint(kind: query)
@@ -245,18 +375,25 @@ def table_mutation(c: Ctx) -> Draft:
     variant = c.num(0, 2)
     if variant == 0:
         name = f"add_{e.var}"
+        empty, negative, saved = f"{s.words} is required", f"{x.words} cannot be negative", "saved"
+        if c.made_up:
+            empty, negative, saved = fresh_message(c, s.words), fresh_message(c, x.words), c.fresh_text()
         body = render("""
             if len($s) is 0 {
-                return Error("$sw is required")
+                return Error("$empty")
             }
             if $x < 0 {
-                return Error("$xw cannot be negative")
+                return Error("$negative")
             }
             db.$T.insert($obj)
-            return Ok("saved")""", s=s.name, sw=s.words, x=x.name, xw=x.words, T=e.type_name, obj=obj(fields))
+            return Ok("$saved")""", s=s.name, empty=empty, x=x.name, negative=negative, saved=saved,
+                          T=e.type_name, obj=obj(fields))
         args = params(fields)
         what = f"validates that {s.words} is not empty and {x.words} is not negative, then inserts a " \
                f"new {e.words} and returns Ok or an Error"
+        if c.made_up:
+            what = f"returns Error(\"{empty}\") when {s.words} is empty and Error(\"{negative}\") when " \
+                   f"{x.words} is negative, else inserts a new {e.words} and returns Ok(\"{saved}\")"
     elif variant == 1:
         name = f"set_{e.var}_{x.name}"
         body = render("""
@@ -264,61 +401,100 @@ def table_mutation(c: Ctx) -> Draft:
             return Ok(id)""", T=e.type_name, x=x.name)
         args = f"id: str, {x.name}: int"
         what = f"updates the {x.words} of the {e.words} with a given id"
+        if c.made_up:
+            what += " and returns Ok(id)"
     else:
         name = f"remove_{e.var}"
+        missing = f"no such {e.words}"
+        if c.made_up:
+            missing = fresh_message(c, e.words)
         body = render("""
             let found = db.$T.find(id)
             match found {
                 Some(row) => db.$T.delete(row.id)
-                None => return Error("no such $w")
+                None => return Error("$missing")
             }
-            return Ok(id)""", T=e.type_name, w=e.words)
+            return Ok(id)""", T=e.type_name, missing=missing)
         args = "id: str"
         what = f"deletes {e.a} by id, returning an Error when it does not exist"
+        if c.made_up:
+            what = f"deletes {e.a} by id (a str), returning Error(\"{missing}\") when it does not exist and Ok(id) otherwise"
+    if c.made_up:
+        name = c.fresh_names(1)[0]
     body = "\n".join("    " + line for line in body.strip().split("\n"))
     code = c.struct(fields, head="@table type") + \
         f"\n\n@endpoint(kind: mutation)\nfn {name}({args}) to Result[str] {{\n{body}\n}}\n"
     return Draft(code, f"{an(e.type_name)} `{e.type_name}` table and a mutation endpoint `{name}`", what, "mutation", 5)
 
 
+def fresh_message(c: Ctx, about: str) -> str:
+    """A made-up error message: made-up words, sometimes after the words of what it is about."""
+    return c.fresh_text() if c.chance(0.5) else f"{about} {c.fresh_text()}"
+
+
 def table_plain(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 5)
     extra = c.pick(("tags: List[str]", "note: Option[str]", "created_at: int", "owner_id: str", ""))
     sep = "," if c.chance(0.3) else ""
+    if c.made_up and extra:  # a made-up extra column of a type the entity's fields lack
+        extra = f"{c.fresh_names(1)[0]}: {c.pick(('List[str]', 'Option[str]', 'Option[int]', 'List[int]', 'int', 'str'))}"
     body = "\n".join(f"    {f.name}: {f.type}{sep}" for f in fields) + (f"\n    {extra}{sep}" if extra else "")
     code = f"@table type {e.type_name} {{\n{body}\n}}\n"
     listed = ", ".join(f.words for f in fields) + (f" and {extra.split(':')[0].replace('_', ' ')}" if extra else "")
-    return Draft(code, f"a database table `{e.type_name}`", f"stores {e.plural_words} with {listed}", "table", 2)
+    what = f"stores {e.plural_words} with {listed}"
+    if c.made_up:
+        cols = [f"{f.name} ({f.type})" for f in fields] + ([f"{extra.split(': ')[0]} ({extra.split(': ')[1]})"] if extra else [])
+        what = c.pick(("stores {} with {}", "holds {} in the columns {}", "keeps {}, each with {}")).format(
+            e.plural_words, listing(cols))
+    return Draft(code, f"a database table `{e.type_name}`", what, "table", 2)
 
 
 def table_index(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(3, 5)
     cols = c.sample(fields, min(len(fields), c.num(1, 2)))
-    idx = [f"@index {e.type_name}.by_{'_'.join(f.name for f in cols)} on ({', '.join(f.name for f in cols)})"]
+    names = [f"by_{'_'.join(f.name for f in cols)}"]
+    idx = [f"@index {e.type_name}.{names[0]} on ({', '.join(f.name for f in cols)})"]
     other = c.pick([f for f in fields if f not in cols] or fields)
     if c.chance(0.5) and other not in cols:
-        idx.append(f"@index {e.type_name}.by_{other.name} on ({other.name})")
+        names.append(f"by_{other.name}")
+        idx.append(f"@index {e.type_name}.{names[1]} on ({other.name})")
+    if c.made_up:  # made-up index names, stated
+        names = c.fresh_names(len(idx))
+        idx = [f"@index {e.type_name}.{names[0]} on ({', '.join(f.name for f in cols)})"]
+        if len(names) == 2:
+            idx.append(f"@index {e.type_name}.{names[1]} on ({other.name})")
     code = c.struct(fields, head="@table type") + "\n\n" + "\n".join(idx) + "\n"
     first = ", ".join(f.words for f in cols)
     what = f"declares {an(e.type_name)} `{e.type_name}` table with " + \
         (f"an index on ({first})" if len(idx) == 1 else f"two indexes, on ({first}) and on ({other.words})")
+    if c.made_up:
+        on = [f"`{names[0]}` on ({', '.join(f.name for f in cols)})", f"`{names[-1]}` on ({other.name})"][:len(idx)]
+        what = f"declares {an(e.type_name)} `{e.type_name}` table with " + \
+            (c.pick(("an index {}", "one index, {}")).format(on[0]) if len(idx) == 1
+             else f"two indexes, {on[0]} and {on[1]}")
     return Draft(code, f"a database table `{e.type_name}` with indexes", what, "index", 3)
 
 
 def server_fn(c: Ctx) -> Draft:
     e, fields = c.e, c.fields(2, 3)
+    name, feed = f"import_{e.plural}", "feed"
+    if c.made_up:
+        name, feed = c.fresh_names(2)
     code = c.struct(fields, head="@table type") + "\n\n" + render("""
 
         @endpoint(kind: server)
-        fn import_$p(feed: str) uses net, db to int {
-            let rows = http.get(feed)
+        fn $name($feed: str) uses net, db to int {
+            let rows = http.get($feed)
             let mut imported = 0
             for row in rows {
                 db.$T.insert(row)
                 imported += 1
             }
             return imported
-        }""", p=e.plural, T=e.type_name)
+        }""", name=name, feed=feed, T=e.type_name)
     what = f"downloads {e.plural_words} from a feed address with http.get, inserts each into the " \
            f"`{e.type_name}` table and returns how many it imported"
-    return Draft(code, f"a server function `import_{e.plural}`", what, "server_fn", 4)
+    if c.made_up:
+        what = f"downloads {e.plural_words} with http.get from the address in its str parameter `{feed}`, " \
+               f"inserts each into the `{e.type_name}` table and returns how many it imported"
+    return Draft(code, f"a server function `{name}`", what, "server_fn", 4)
