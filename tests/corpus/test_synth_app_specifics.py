@@ -1,4 +1,4 @@
-"""The application templates (templates/app.py) about a made-up subject (`Ctx.made_up`): the
+"""The application templates (templates/app.py, templates/flow.py) about a made-up subject (`Ctx.made_up`): the
 specifics they used to take from short lists (route paths, page, handler, state, token and class
 names, labels, URIs …) are made up, appear in the code and are said in the prompt, so that the
 program is fully determined by the request and a model can only write them by copying; the code
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from mens.corpus.synth.templates import app
+from mens.corpus.synth.templates import app, flow
 from mens.corpus.synth.templates.core import Ctx
 from mens.corpus.synth.words import ENTITIES, made_up_entity
 from mens.lang import get_pack
@@ -42,12 +42,12 @@ TEMPLATES = {
     app.component_styled: ("component", 1),    # style class
     app.fragment: ("fragment", 1),             # fragment name
     app.loading_view: ("loading", 1),          # the text shown
-    app.routes_table: ("routes", 4),           # home, not-found page, a path and its page
-    app.url_map: ("url", 3),                   # the link names
-    app.workflow: ("workflow", 4),             # workflow, two activities, the result
-    app.activity_only: ("activity", 2),        # host, activity name
-    app.actor: ("actor", 5),                   # actor, three handlers, the parameter
-    app.state_machine: ("state_machine", 7),   # machine, three or more states, their events, cancel
+    flow.routes_table: ("routes", 4),           # home, not-found page, a path and its page
+    flow.url_map: ("url", 3),                   # the link names
+    flow.workflow: ("workflow", 4),             # workflow, two activities, the result
+    flow.activity_only: ("activity", 2),        # host, activity name
+    flow.actor: ("actor", 5),                   # actor, three handlers, the parameter
+    flow.state_machine: ("state_machine", 7),   # machine, three or more states, their events, cancel
     app.form: ("form", 2),                     # submit handler, redirect path
     app.mobile: ("mobile", 2),                 # target/confirm, uri/screen, topic/handler
     app.tokens: ("tokens", 2),                 # a color and a spacing

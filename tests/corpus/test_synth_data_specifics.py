@@ -13,14 +13,15 @@ import re
 import pytest
 
 from mens.corpus.synth.english import ENGLISH_WORDS
-from mens.corpus.synth.templates import data, mixed
+from mens.corpus.synth.templates import data, mixed, tables
 from mens.corpus.synth.templates.core import Ctx
 from mens.corpus.synth.words import CRON, ENTITIES, SAMPLE_WORDS, made_up_entity
 from mens.lang import get_pack
 
 TEMPLATES = {name: getattr(data, name) for name in (
     "type_struct", "type_adt", "fn_option", "test_fns", "forall_prop", "mcp_tool", "mcp_resource", "ai_function",
-    "scheduled_job", "table_query", "table_mutation", "table_plain", "table_index", "server_fn")} | \
+    "scheduled_job")} | \
+    {name: getattr(tables, name) for name in ("table_query", "table_mutation", "table_plain", "table_index", "server_fn")} | \
     {name: getattr(mixed, name) for name in (
         "app_slice", "fn_match_literal", "fn_result_chain", "fn_loop_break", "component_conditional",
         "actor_client", "fn_extern", "fn_const", "fn_import")}

@@ -3,8 +3,10 @@ parse-checked and deduplicated (docs/synthetic-data.md).
 
     generate.py         the template table, generate(), generate_data() (the command), write_vox_tree()
     words.py            word lists: domain entities with typed fields, sample values, prompt phrasings
-    templates/core.py   Draft, Ctx, render and the plain-function templates
-    templates/data.py   types, ADTs, tables and endpoints, tests, MCP, AI functions, scheduled jobs
-    templates/app.py    components, routes, workflows, actors, state machines, forms, mobile, tokens
+    templates/core.py   Draft, Ctx (with made-up names for made-up subjects), render, the plain-function templates
+    templates/data.py   types, ADTs, tests, MCP, AI functions, scheduled jobs
+    templates/tables.py tables, indexes, query/mutation endpoints, server functions
+    templates/app.py    components, fragments, loading views, forms, mobile, tokens, @v0
+    templates/flow.py   routes, url maps, workflows and activities, actors, state machines
     templates/mixed.py  multi-construct programs, rarer expression forms, module-level declarations
 """

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 from mens.corpus.report import Report
 from mens.corpus.synth.drills import code_drills, copy_drills
-from mens.corpus.synth.templates import app, core, data, mixed
+from mens.corpus.synth.templates import app, core, data, flow, mixed, tables
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASINGS, RENAME_ASKS, RESERVED,
                                      made_up_entity, made_up_name)
@@ -60,22 +60,22 @@ TEMPLATES: dict[str, Template] = {
     "mcp_resource": data.mcp_resource,
     "ai_function": data.ai_function,
     "scheduled": data.scheduled_job,
-    "table_query": data.table_query,
-    "table_mutation": data.table_mutation,
-    "table": data.table_plain,
-    "table_index": data.table_index,
-    "server_fn": data.server_fn,
+    "table_query": tables.table_query,
+    "table_mutation": tables.table_mutation,
+    "table": tables.table_plain,
+    "table_index": tables.table_index,
+    "server_fn": tables.server_fn,
     "component_counter": app.component_counter,
     "component_list": app.component_list,
     "component_styled": app.component_styled,
     "fragment": app.fragment,
     "loading": app.loading_view,
-    "routes": app.routes_table,
-    "url": app.url_map,
-    "workflow": app.workflow,
-    "activity": app.activity_only,
-    "actor": app.actor,
-    "state_machine": app.state_machine,
+    "routes": flow.routes_table,
+    "url": flow.url_map,
+    "workflow": flow.workflow,
+    "activity": flow.activity_only,
+    "actor": flow.actor,
+    "state_machine": flow.state_machine,
     "form": app.form,
     "mobile": app.mobile,
     "tokens": app.tokens,

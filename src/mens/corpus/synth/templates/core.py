@@ -109,6 +109,10 @@ Card Ok Error set slice map spawn assert print http db str int bool float Some N
 Set Map""".split())
 
 
+def indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line if line else line for line in text.strip("\n").split("\n"))
+
+
 def listing(items) -> str:
     """Items joined in English: `a`, `a and b`, `a, b and c`."""
     items = list(items)

@@ -9,7 +9,7 @@ Same shape as `templates.core`: each template takes a `Ctx` and returns a `Draft
 from __future__ import annotations
 
 from mens.corpus.synth.templates.core import Ctx, Draft, listing, render
-from mens.corpus.synth.templates.data import fresh_message
+from mens.corpus.synth.templates.tables import fresh_message
 from mens.corpus.synth.words import SAMPLE_WORDS, an
 
 
