@@ -235,6 +235,14 @@ def made_up_word(rng, english: float) -> str:
     return pseudo_word(rng, rng.choice((1, 2)))
 
 
+def short_made_up_name(rng, capitalised: bool, english: float) -> str:
+    """A made-up identifier of one or two made-up words (`lines_capture`, `ModeTable`,
+    `velmo_rask`): shorter than made_up_name's, for the several names a made-up subject and its
+    program hold (a row of 256 tokens must still hold the whole request and answer)."""
+    parts = [made_up_word(rng, english) for _ in range(rng.choice((1, 1, 2)))]
+    return "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
+
+
 def made_up_entity(rng, english: float = 0.0) -> Entity:
     """A subject no word list predicts: a made-up thing (`ledger`, `ledgers`, `Ledger`) with
     made-up fields of one or two words — two str, two int, a bool, sometimes a float — so a
@@ -250,8 +258,7 @@ def made_up_entity(rng, english: float = 0.0) -> Entity:
         fields = []
         for type_ in ("str", "str", "int", "int", "bool") + (("float",) if rng.random() < 0.3 else ()):
             while True:
-                words = [made_up_word(rng, english) for _ in range(rng.choice((1, 1, 2)))]
-                name = "_".join(words)
+                name = short_made_up_name(rng, False, english)
                 if name not in RESERVED and name not in taken and _NAME.match(name):
                     break
             taken.add(name)

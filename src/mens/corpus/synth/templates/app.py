@@ -24,8 +24,7 @@ def component_counter(c: Ctx) -> Draft:
     step, factor = c.num(1, 10), c.num(2, 5)
     name = f"{e.type_name}{x.name.title().replace('_', '')}Counter"
     if c.made_up:
-        new = c.fresh
-        label, start, scaled = c.fresh_text().capitalize(), new(), new()
+        label, start, scaled = c.fresh_text().capitalize(), c.fresh(), c.fresh()
     else:
         label, start, scaled = c.pick(UI_LABELS), "start", "scaled"
     gap = c.num(1, 4)
@@ -59,8 +58,7 @@ def component_list(c: Ctx) -> Draft:
     effect = c.pick(("effect: log(query)", "effect depends_on(query): {\n    log(\"search\", query)\n}"))
     query, load, head = "query", f"load_{e.plural}", c.struct(fields) + "\n\n"
     if c.made_up:  # shorter: no type declaration (the prompt names the field), an effect a third of the time
-        new = c.fresh
-        query, load, head = new(), new(), ""
+        query, load, head = c.fresh(), c.fresh(), ""
         effect = f"effect: log({query})" if c.chance(0.3) else ""
     code = head + render("""
         component $name() {
@@ -217,17 +215,17 @@ def mobile(c: Ctx) -> Draft:
 
 
 def _mobile_made_up(c: Ctx, kind: str) -> Draft:
-    e, new = c.e, c.fresh
+    e = c.e
     if kind == "@back_button":
-        target, confirm = new(True), new()
+        target, confirm = c.fresh(True), c.fresh()
         body = f"    target: {target}\n    confirm: {confirm}"
         says = f"goes back to target `{target}` after confirm `{confirm}`"
     elif kind == "@deep_link":
-        uri, screen = f"{new()}://{new()}", new(True)
+        uri, screen = f"{c.fresh()}://{c.fresh()}", c.fresh(True)
         body = f"    uri: \"{uri}\"\n    screen: {screen}"
         says = f"opens the screen `{screen}` for the uri \"{uri}\""
     else:
-        topic, handler = new(), new()
+        topic, handler = c.fresh(), c.fresh()
         body = f"    topic: {topic}\n    handler: {handler}"
         says = f"subscribes to the push topic `{topic}` with the handler `{handler}`"
     code = f"{kind} {{\n{body}\n}}\n"
@@ -253,19 +251,18 @@ def tokens(c: Ctx) -> Draft:
 
 def _tokens_made_up(c: Ctx, hexcolor) -> Draft:
     """One or two colors, a spacing and maybe a radius or font, of made-up names and values all said."""
-    new = c.fresh
     lines, said = [], []
     for _ in range(c.num(1, 2)):
-        name, light, dark = new(), hexcolor(), hexcolor()
+        name, light, dark = c.fresh(), hexcolor(), hexcolor()
         lines.append(f'    color {name} light: "{light}" dark: "{dark}"')
         said.append(f'color `{name}` (light "{light}", dark "{dark}")')
     for kind in ("spacing", "radius"):
         if kind == "spacing" or c.chance(0.5):
-            name, px = new(), f"{c.num(0, 32)}px"
+            name, px = c.fresh(), f"{c.num(0, 32)}px"
             lines.append(f'    {kind} {name}: "{px}"')
             said.append(f'{kind} `{name}` "{px}"')
     if c.chance(0.4):
-        name, family = new(), new().replace("_", " ").title()
+        name, family = c.fresh(), c.fresh_text().title()
         lines.append(f'    font {name} family: "{family}"')
         said.append(f'font `{name}` with family "{family}"')
     code = "@tokens {\n" + "\n".join(lines) + "\n}\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from string import Template
 from textwrap import dedent
 
-from mens.corpus.synth.words import RESERVED, SAMPLE_WORDS, Entity, Field, an, made_up_word
+from mens.corpus.synth.words import RESERVED, SAMPLE_WORDS, Entity, Field, an, short_made_up_name
 
 
 @dataclass
@@ -28,17 +28,18 @@ class Draft:
 class Ctx:
     """One template call's randomness and subject entity. `made_up` (the subject is made up,
     `words.made_up_entity`): the template should also make up the specifics it would otherwise
-    take from a short list (a cron line, a URI, handler names, route paths …) with `c.name()`
+    take from a short list (a cron line, a URI, handler names, route paths …) with `c.fresh()`
     and state them in the prompt, as a user who knows what they want does, so that the only way
     to write them is to copy them; with it False a template draws exactly what it drew before."""
 
     def __init__(self, rng: random.Random, entity: Entity, made_up: bool = False, english: float = 0.0):
         self.rng, self.e, self.made_up, self.english = rng, entity, made_up, english
+        self._taken: set[str] | None = None  # what fresh() must not give: made on its first call
 
     def fresh(self, capitalised: bool = False) -> str:
         """A made-up name (name()) new to this draft: not the subject's type, var, plural or a
         field, not a name templates write anyway (WRITTEN), not one fresh() gave before."""
-        if not hasattr(self, "_taken"):
+        if self._taken is None:
             e = self.e
             self._taken = {n.lower() for n in (e.var, e.plural, e.type_name, *(f.name for f in e.fields))} | \
                 WRITTEN | set(SAMPLE_WORDS)
@@ -56,12 +57,9 @@ class Ctx:
         return self.fresh().replace("_", " ")
 
     def name(self, capitalised: bool = False) -> str:
-        """A made-up identifier of one or two words (`lines_capture`, `ModeTable`, `velmo_rask`),
-        never a reserved word: shorter than words.made_up_name's, since a made-up program holds
-        several and a row of 256 tokens must still hold the whole request and answer."""
+        """A made-up identifier of one or two words (words.short_made_up_name), never a reserved word."""
         while True:
-            parts = [made_up_word(self.rng, self.english) for _ in range(self.rng.choice((1, 1, 2)))]
-            name = "".join(p.capitalize() for p in parts) if capitalised else "_".join(parts)
+            name = short_made_up_name(self.rng, capitalised, self.english)
             if name not in RESERVED:
                 return name
 

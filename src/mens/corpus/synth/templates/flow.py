@@ -39,7 +39,7 @@ def routes_table(c: Ctx) -> Draft:
         """, title=f"{e.domain.title()} {c.pick(('home', 'start', 'overview', 'dashboard'))}",
             missing=c.pick(("Nothing here", "Page not found", "No such page", "Lost?"))) + "\nroutes {\n" + "\n".join("    " + x for x in entries) + "\n}\n"
     what = f"maps / to Home, /{e.plural} to a list page" + (" with a loader" if loader else "") + \
-        f", a detail page with a loader and a pending view" + (", nested admin routes" if nested else "") + \
+        ", a detail page with a loader and a pending view" + (", nested admin routes" if nested else "") + \
         ", and a not-found page"
     return Draft(code, f"a routes table for {an(e.domain)} {e.domain} app", what, "routes", 5)
 
@@ -47,22 +47,21 @@ def routes_table(c: Ctx) -> Draft:
 def _routes_made_up(c: Ctx) -> Draft:
     """A routes table of made-up paths and pages, two or three routes (the whole table fits a
     training row), each one said in the prompt."""
-    new = c.fresh
-    home, missing = new(True), new(True)
+    home, missing = c.fresh(True), c.fresh(True)
     lines, said = [f'"/" to {home}'], [f'"/" to `{home}`']
     for _ in range(c.num(1, 2)):
-        path, page = "/" + c.fresh(), new(True)
+        path, page = "/" + c.fresh(), c.fresh(True)
         extra = c.num(0, 3)
         if extra == 1:
-            loader = new()
+            loader = c.fresh()
             lines.append(f'"{path}" to {page} with loader: {loader}')
             said.append(f'"{path}" to `{page}` (loader `{loader}`)')
         elif extra == 2:
-            loader, pending = new(), new(True)
+            loader, pending = c.fresh(), c.fresh(True)
             lines.append(f'"{path}" to {page} with (loader: {loader}, pending: {pending})')
             said.append(f'"{path}" to `{page}` (loader `{loader}`, pending view `{pending}`)')
         elif extra == 3:
-            inner, child = "/" + c.fresh(), new(True)
+            inner, child = "/" + c.fresh(), c.fresh(True)
             lines.append(f'"{path}" to {page} {{\n        "{inner}" to {child}\n    }}')
             said.append(f'"{path}" to `{page}`, with "{inner}" to `{child}` nested under it')
         else:
@@ -92,13 +91,13 @@ def url_map(c: Ctx) -> Draft:
 
 
 def _url_map_made_up(c: Ctx, s) -> Draft:
-    e, new = c.e, c.fresh
-    home, one, search = new(), new(), new()
+    e = c.e
+    home, one, search = c.fresh(), c.fresh(), c.fresh()
     entries = [(home, f"`{home}`"), (f"{one}(id: str)", f"`{one}(id: str)`"),
                (f"{search}(? {s.name}: str, ? page: int)",
                 f"`{search}` with optional `{s.name}: str` and `page: int` parameters")]
     if c.chance(0.4):
-        extra = new()
+        extra = c.fresh()
         entries.insert(c.num(1, len(entries)), (f"{extra}(id: str)", f"`{extra}(id: str)`"))
     code = f"url {e.type_name}Links {{\n" + "\n".join("    " + x for x, _ in entries) + "\n}\n"
     what = c.pick(("declares the typed links ", "lists the links ")) + listing([w for _, w in entries])
@@ -152,8 +151,8 @@ def workflow(c: Ctx) -> Draft:
 
 def _workflow_made_up(c: Ctx, s, x) -> Draft:
     """`workflow` with made-up workflow, activity and result names, each said in the prompt."""
-    e, new = c.e, c.fresh
-    wf, check, record, done = new(), new(), new(), new().replace("_", " ")
+    e = c.e
+    wf, check, record, done = c.fresh(), c.fresh(), c.fresh(), c.fresh_text()
     extra = c.pick(("", "", "", "", "side_effect", "version"))
     oldest = c.num(0, 2)
     newest = oldest + c.num(1, 3)
@@ -194,10 +193,9 @@ def activity_only(c: Ctx) -> Draft:
     e = c.e
     s = c.pick(e.of("str"))
     if c.made_up:
-        new = c.fresh
-        host = new().replace("_", "-") + c.pick((".com", ".org", ".net", ".io", ".internal"))
+        host = c.fresh().replace("_", "-") + c.pick((".com", ".org", ".net", ".io", ".internal"))
         tries = c.num(1, 9)
-        name = new()
+        name = c.fresh()
     else:
         host = c.pick(("api.example.com", "records.internal", "data.example.org", "svc.local"))
         tries = c.num(1, 9)
@@ -226,8 +224,7 @@ def actor(c: Ctx) -> Draft:
     e = c.e
     x = c.pick(e.of("int"))
     if c.made_up:
-        new = c.fresh
-        name, add, amount, reset, over = new(True), new(), new(), new(), new()
+        name, add, amount, reset, over = c.fresh(True), c.fresh(), c.fresh(), c.fresh(), c.fresh()
     else:
         name = f"{e.type_name}{c.pick(('Tracker', 'Keeper', 'Ledger', 'Tally'))}"
         add, amount, reset, over = "add", "amount", "reset", "over_limit"
@@ -270,7 +267,7 @@ def state_machine(c: Ctx) -> Draft:
     lines = []
     for i, s in enumerate(states):
         term = "terminal " if i == len(states) - 1 else ""
-        arg = f"(at: int)" if i == 1 and c.chance(0.5) else ""
+        arg = "(at: int)" if i == 1 and c.chance(0.5) else ""
         lines.append(f"    {term}state {s}{arg}")
     for i in range(len(states) - 1):
         lines.append(f"    on {c.pick(verbs)}_{i + 1} from {states[i]} -> {states[i + 1]}")
@@ -283,11 +280,11 @@ def state_machine(c: Ctx) -> Draft:
 
 def _state_machine_made_up(c: Ctx) -> Draft:
     """A state machine of three or four made-up states and made-up events, all said in the prompt."""
-    e, new = c.e, c.fresh
-    name = new(True)
-    states = [new(True) for _ in range(c.pick((3, 3, 3, 4)))]
-    events = [new() for _ in states[1:]]
-    cancel, at = new(), (new() if c.chance(0.25) else "")
+    e = c.e
+    name = c.fresh(True)
+    states = [c.fresh(True) for _ in range(c.pick((3, 3, 3, 4)))]
+    events = [c.fresh() for _ in states[1:]]
+    cancel, at = c.fresh(), (c.fresh() if c.chance(0.25) else "")
     lines = [f"    {'terminal ' if i == len(states) - 1 else ''}state {s}" + (f"({at}: int)" if i == 1 and at else "")
              for i, s in enumerate(states)]
     lines += [f"    on {ev} from {states[i]} -> {states[i + 1]}" for i, ev in enumerate(events)]
