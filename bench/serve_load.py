@@ -137,7 +137,9 @@ def start_server(model_dir: Path, *extra: str, name: str = "bench", log: Path | 
 
     port = free_port()
     cmd = [sys.executable, "-m", "mens", "serve", str(model_dir), "--name", name, "--port", str(port), *extra]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "1", "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MENS_QUIET": "1",
+           # keep the caller's path: on the GPU machine the packages the image lacks live there
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     out = log.open("w") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"

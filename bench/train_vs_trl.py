@@ -16,7 +16,10 @@ completion only. Runs:
                checkpointing on, no packing, conversational prompt/completion data);
 * `trl-nogc`   the same, tuned for speed: gradient checkpointing off;
 * `trl-liger`  the same plus Liger kernels (`use_liger_kernel=True`; GPU only);
-* `mens`       `mens train` (the CLI, a YAML config with the same values).
+* `mens`       `mens train` (the CLI, a YAML config with the same values);
+* `mens-nopack` the same with `--no-packing`: one pair a row, so the same optimizer steps as
+               TRL and losses that compare step for step (packing fills rows of `--seq` tokens,
+               fewer and bigger steps: the tokens/s win of packing, not an equal-loss figure).
 
 Each run is its own subprocess, so peak memory is per run: max RSS from `os.wait4`'s rusage of
 that child (and `torch.cuda.max_memory_reserved` on CUDA). Pairs are kept only when the whole
@@ -50,10 +53,11 @@ PYTHON = sys.executable
 
 HYPER = {"lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "lr": 2e-4, "warmup_steps": 2,
          "weight_decay": 0.0, "max_grad_norm": 1.0, "epochs": 1, "grad_accum": 1}
-RUNS = ("trl", "trl-nogc", "trl-liger", "trl-tcmalloc", "mens", "mens-glibc", "mens-whole")
+RUNS = ("trl", "trl-nogc", "trl-liger", "trl-tcmalloc", "mens", "mens-glibc", "mens-whole", "mens-nopack")
 # trl-tcmalloc: TRL defaults with tcmalloc preloaded, as mens runs (how much is the allocator alone?)
 # mens-glibc:   mens on the system malloc (MENS_ALLOCATOR=system)
 # mens-whole:   mens with --tokens-per-pass seq x batch (each micro-batch in one pass: more memory)
+# mens-nopack:  mens with --no-packing (TRL's step count: losses compare at equal steps and tokens)
 
 
 # ---------------------------------------------------------------- shared inputs
@@ -233,6 +237,8 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
         cmd = mens_command(spec, run_dir)
         if name == "mens-whole":  # a pass as big as the micro-batch: the whole micro-batch in one pass
             cmd += ["--tokens-per-pass", str(spec["seq"] * spec["batch"])]
+        if name == "mens-nopack":
+            cmd += ["--no-packing"]
         if name == "mens-glibc":
             extra_env["MENS_ALLOCATOR"] = "system"
     else:
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--runs", default=None, help=f"comma list from {','.join(RUNS)} "
-                    "(default: trl,trl-nogc,trl-tcmalloc,mens on CPU; trl,trl-liger,mens on CUDA)")
+                    "(default: trl,trl-nogc,trl-tcmalloc,mens on CPU; trl,trl-nogc,trl-liger,mens,mens-nopack on CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=str(REPO / "runs" / "bench-train-vs-trl"))
     ap.add_argument("--json", default=None, help="where to write the results (default WORKDIR/results-*.json)")
@@ -330,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return 0
 
-    runs = (args.runs or ("trl,trl-liger,mens" if args.device == "cuda" else "trl,trl-nogc,trl-tcmalloc,mens")).split(",")
+    runs = (args.runs or ("trl,trl-nogc,trl-liger,mens,mens-nopack" if args.device == "cuda" else "trl,trl-nogc,trl-tcmalloc,mens")).split(",")
     unknown = [r for r in runs if r not in RUNS]
     if unknown:
         ap.error(f"unknown run(s) {unknown}; choose from {RUNS}")

@@ -406,6 +406,7 @@ def test_scratch_nproc_trains_the_base_in_two_ranks(project, run_cli, monkeypatc
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
     cfg["scratch"]["nproc"] = 2
+    cfg["scratch"]["device"] = "cpu"  # two CPU ranks also where one GPU is (two on it is refused)
     (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
     stages = "extract,pairs,validate,generate-data,mix,train-scratch-base"
     code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--stages", stages)

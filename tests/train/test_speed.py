@@ -164,7 +164,8 @@ def test_optimize_for_training_switches(tiny_model_dir):
     assert optimize_for_training(model, cfg).checkpoint_every == 1
     inner = unwrap(model)
     assert inner.config.use_cache is False
-    assert inner.is_activation_checkpointing
+    # transformers 5.x renamed the flag (is_gradient_checkpointing before ~5.20, both after)
+    assert getattr(inner, "is_activation_checkpointing", None) or inner.is_gradient_checkpointing
 
 
 def test_optimized_model_matches_plain_peft(tiny_model_dir):
