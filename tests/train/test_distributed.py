@@ -1,7 +1,7 @@
 """mens.train.distributed's pass bookkeeping with two real gloo ranks: each rank takes every
 world-th micro-batch; under FSDP a rank with fewer passes is padded with zero-weight passes so
 every rank all-gathers the same number of times; DDP's flat all-reduce sums the gradients, over
-gloo and through shared memory alike."""
+gloo and through shared memory alike; work built in shares reaches every rank, errors too."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from mens.errors import MensError
 from mens.train import distributed
 
 
@@ -64,9 +65,22 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
         for p, g in zip(params, own):
             p.grad = g
         distributed.all_reduce_grads(params, shared)
+        # build_in_shares: each rank builds its contiguous share; all get every share, in order
+        shares = distributed.build_in_shares(list(range(5)), lambda share, at: [at, share], rank, world)
+
+        def broken_on_rank_1(share, at):
+            if at:
+                raise MensError("the chat template fails on pair 3", "data.jsonl", "fix the pair")
+            return share
+
+        try:
+            distributed.build_in_shares(list(range(5)), broken_on_rank_1, rank, world)
+            error = None
+        except MensError as exc:  # raised on both ranks, not only where it happened
+            error = exc.format()
         with open(f"{out}.{rank}", "w") as fh:
             json.dump({"passes": got, "grads": [g.tolist() for g in gloo], "shared": shared is not None,
-                       "shared_grads": [p.grad.tolist() for p in params]}, fh)
+                       "shared_grads": [p.grad.tolist() for p in params], "shares": shares, "error": error}, fh)
         dist.barrier()
     except BaseException:
         traceback.print_exc()
@@ -77,7 +91,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 
 @pytest.mark.slow  # two spawned gloo ranks
-def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
+def test_two_ranks_pad_passes_sum_gradients_and_share_built_work(tmp_path):
     store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
     mp.spawn(_rank, args=(2, store.port, str(tmp_path / "out")), nprocs=2, join=True)
     del store
@@ -89,3 +103,5 @@ def test_two_ranks_pad_to_the_same_number_of_passes_and_sum_gradients(tmp_path):
     for r in (rank0, rank1):
         assert r["grads"] == [[3.0, 3.0, 3.0], [[5.0, 5.0], [5.0, 5.0]]]
         assert r["shared"] and r["shared_grads"] == r["grads"]
+        assert r["shares"] == [[0, [0, 1]], [2, [2, 3, 4]]]
+        assert r["error"] == "mens: error: the chat template fails on pair 3 (data.jsonl) — fix the pair"

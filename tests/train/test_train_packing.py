@@ -83,6 +83,22 @@ def test_labels_cover_only_assistant_turns(tiny_tokenizer_dir):
     assert supervised == "0123<|im_end|>456789<|im_end|>"
 
 
+def test_examples_built_in_shares_equal_one_build(tiny_tokenizer_dir):
+    """What `mens train --nproc N` ranks build (a share each, `distributed.build_in_shares`) and
+    merge is what one process builds: the same examples in the same order, the same counts."""
+    from transformers import AutoTokenizer
+
+    from mens.train.data import DataStats
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    pairs = PAIRS + [Pair(prompt="long " * 200, response="fn cut() to int {\n    return 1\n}")]
+    whole, whole_stats = build_examples(pairs, tok, seq_len=64)
+    parts = [build_examples(pairs[lo:hi], tok, seq_len=64, stats=DataStats(pairs=lo)) for lo, hi in ((0, 2), (2, 5))]
+    assert [ex for exs, _ in parts for ex in exs] == whole
+    merged = DataStats.merged([st for _, st in parts], len(pairs))
+    assert merged == whole_stats and merged.truncated_examples == 1 and merged.pairs == 5
+
+
 def test_packed_rows_restart_positions_and_never_predict_across_samples(tiny_tokenizer_dir):
     from transformers import AutoTokenizer
 

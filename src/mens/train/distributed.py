@@ -36,6 +36,26 @@ from mens.errors import MensError
 MODES = ("auto", "ddp", "fsdp")
 
 
+def build_in_shares(items: list, build: Callable[[list, int], object], rank: int, world: int) -> list:
+    """`build(share, start)` over this rank's contiguous share of `items`, gathered from every
+    rank in rank order: each rank ends with every share's result for a world-th of the work
+    (every rank used to tokenize all the pairs itself). A user error on any rank is raised on
+    every rank, so none is left waiting in a collective."""
+    if world == 1 or not dist.is_initialized():
+        return [build(items, 0)]
+    lo, hi = len(items) * rank // world, len(items) * (rank + 1) // world
+    try:
+        mine = (build(items[lo:hi], lo), None)
+    except MensError as exc:
+        mine = (None, (exc.what, exc.where, exc.todo))
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, mine)
+    for _, err in gathered:
+        if err is not None:
+            raise MensError(*err)
+    return [result for result, _ in gathered]
+
+
 def mode(requested: str, world: int) -> str | None:
     """The data-parallel mode of a run: None in one process, else ddp or fsdp (auto = ddp)."""
     if world <= 1:

@@ -7,6 +7,7 @@ a finite first forward, FSDP sharding, optimizer and schedule, resume, manifest 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from mens.train.allocator import in_use as allocator_in_use
 from mens.train.backends import Built, build
 from mens.train.checkpoint import Progress, clear_earlier_run, newest_intact, remove_run_leftovers, resume
 from mens.train.config import OPTIM_ALIASES, TrainConfig
-from mens.train.data import build_examples, epoch_batches, file_sha256, raw_examples, split_validation
+from mens.train.data import DataStats, build_examples, epoch_batches, file_sha256, raw_examples, split_validation
 from mens.train.loss import batch_loss, loss_against_reference
 from mens.train.manifest import Manifest
 from mens.train.model import decoder_and_head
@@ -167,7 +168,14 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
             warn(f"mens: warning: --val-split {cfg.val_split} holds out {len(val_pairs)} pairs and trains on "
                 f"{len(pairs)}; pass a smaller --val-split (e.g. 0.05) unless that is what you want")
     fmt = dict(system_prompt=cfg.system_prompt, ce_last_k=cfg.ce_last_k, min_rating=cfg.min_rating)
-    train_examples, stats = build_examples(pairs, tokenizer, cfg.seq_len, **fmt)
+
+    def examples_of(some: list) -> tuple[list, DataStats]:  # each rank renders and tokenizes a world-th
+        parts = distributed.build_in_shares(
+            some, lambda share, at: build_examples(share, tokenizer, cfg.seq_len, stats=DataStats(pairs=at), **fmt),
+            run.rank, run.world)
+        return [ex for exs, _ in parts for ex in exs], DataStats.merged([st for _, st in parts], len(some))
+
+    train_examples, stats = examples_of(pairs)
     val_examples, _ = build_examples(val_pairs, tokenizer, cfg.seq_len, **fmt)
     if (warning := stats.truncation_warning(cfg.seq_len)) and run.main:
         warn(warning)
@@ -189,7 +197,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # epoch, so the loop, resume and the step count need nothing else.
     lead = []
     if cfg.curriculum_steps:
-        lead_examples, _ = build_examples(lead_pairs, tokenizer, cfg.seq_len, **fmt)
+        lead_examples, _ = examples_of(lead_pairs)
         if not lead_examples:
             raise MensError("no curriculum pair has a supervised token left", str(cfg.curriculum_data),
                             "check the file against --seq-len")
@@ -199,6 +207,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
             epoch += 1
         lead = lead[:need]
 
+    @functools.lru_cache(maxsize=1)  # the preflight and the loop both start with epoch 0's
     def batches_of(epoch: int):
         main = epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
         return lead + main if epoch == 0 else main
