@@ -267,6 +267,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"code_drills": -3}}, "generate_data.code_drills must be 0 or more"),
     ({"generate_data": {"made_up_names": 1.5}}, "generate_data.made_up_names must be a share from 0 to 1"),
     ({"generate_data": {"made_up_subjects": "half"}}, "generate_data.made_up_subjects must be a share from 0 to 1"),
+    ({"generate_data": {"drill_english_names": -1}}, "generate_data.drill_english_names must be a share from 0 to 1"),
     ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
     ({"model": 5}, "model must be a model path or hub id"),
 ])
@@ -304,6 +305,36 @@ def test_training_benches_answer_as_long_as_the_bench_stage(tmp_path):
     assert scratch_params(ctx)["bench_batch_size"] == batch == train_params(ctx)["bench_batch_size"]
     config["train"]["bench_max_new_tokens"] = 64  # an explicit value wins
     assert train_params(Context(config=config, base_dir=EXAMPLES, work=tmp_path / "w"))["bench_max_new_tokens"] == 64
+
+
+def test_drills_take_their_own_english_share(tmp_path):
+    """`generate_data.drill_english_names` sets the drills' share of English made-up names apart
+    from the programs' (`english_names`); left out, the drills take `english_names` as before."""
+    from mens.corpus.synth import drills
+    from mens.corpus.synth.generate import generate
+    from mens.files import write_jsonl_atomic
+    from mens.pipeline.runner import Context
+    from mens.pipeline.stages import _gen_params, _generate
+
+    def made(gen: dict) -> tuple[str, str]:
+        ctx = Context(config={"work_dir": str(tmp_path / "w"), "generate_data": gen}, base_dir=EXAMPLES,
+                      work=tmp_path / "w")
+        _generate(ctx)
+        corpus = tmp_path / "w" / "corpus"
+        return (corpus / "synthetic.jsonl").read_text(), (corpus / "code_drills.jsonl").read_text()
+
+    def expected(name: str, rows) -> str:
+        write_jsonl_atomic(tmp_path / name, rows)
+        return (tmp_path / name).read_text()
+
+    programs, drill_rows = made({"count": 30, "code_drills": 12, "english_names": 1.0, "drill_english_names": 0.0})
+    assert programs == expected("p.jsonl", generate(30, 0, english_names=1.0))
+    assert drill_rows == expected("d.jsonl", drills.code_drills(12, 0, 0.0))
+    assert drill_rows != expected("d1.jsonl", drills.code_drills(12, 0, 1.0))  # the share makes a difference
+    _, drill_rows = made({"count": 30, "code_drills": 12, "english_names": 1.0})
+    assert drill_rows == expected("d1.jsonl", drills.code_drills(12, 0, 1.0))
+    ctx = Context(config={"generate_data": {"count": 5}}, base_dir=EXAMPLES, work=tmp_path / "w")
+    assert "drill_english_names" not in _gen_params(ctx)  # earlier configs keep their fingerprint
 
 
 @pytest.mark.parametrize("kind", ["copy_drills", "code_drills"])

@@ -186,8 +186,8 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 # mens.corpus.mix with the same rule.
 _SECTION_KEYS = {
     "corpus": {"sources", "langs"},
-    "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "made_up_names",
-                      "made_up_subjects"},
+    "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "drill_english_names",
+                      "made_up_names", "made_up_subjects"},
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},
@@ -263,7 +263,7 @@ def _check_own_values(config: dict[str, Any], where: str) -> None:
                "0 or more"),
               *[(f"generate_data.{key}", sections["generate_data"].get(key),
                  lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, "a share from 0 to 1")
-                for key in ("english_names", "made_up_names", "made_up_subjects")],
+                for key in ("english_names", "drill_english_names", "made_up_names", "made_up_subjects")],
               ("mix.sources", sections["mix"].get("sources"),
                lambda v: isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and "path" in x)
                                                      for x in v), "a list of paths or {path, weight} mappings"),

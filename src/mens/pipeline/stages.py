@@ -83,6 +83,8 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
             params[kind] = int(sec[kind])
     if sec.get("english_names"):  # absent at 0, so earlier configs keep their fingerprint
         params["english_names"] = float(sec["english_names"])
+    if sec.get("drill_english_names") is not None:  # absent: the drills take english_names, as before
+        params["drill_english_names"] = float(sec["drill_english_names"])
     if sec.get("made_up_names") is not None and float(sec["made_up_names"]) != MADE_UP_SHARE:  # likewise
         params["made_up_names"] = float(sec["made_up_names"])
     if sec.get("made_up_subjects"):  # absent at 0, likewise
@@ -109,10 +111,11 @@ def _generate(ctx: Context) -> dict[str, Any]:
                                     made_up_names=p.get("made_up_names", MADE_UP_SHARE),
                                     made_up_subjects=p.get("made_up_subjects", 0.0)))
     made = {"rows": n}
+    drill_english = p.get("drill_english_names", english)
     for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
         if p.get(kind):
             write_jsonl_atomic(ctx.work_file("corpus", f"{kind}.jsonl"),
-                               getattr(drills, kind)(p[kind], p["seed"], english))
+                               getattr(drills, kind)(p[kind], p["seed"], drill_english))
             made[kind] = p[kind]
     return made
 
