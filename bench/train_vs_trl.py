@@ -252,7 +252,7 @@ def run_one(name: str, spec_path: Path, out: Path, timeout: float) -> dict:
                 return {"run": name, "rc": 2, "error": "tcmalloc is not installed (apt install libtcmalloc-minimal4)"}
             extra_env["LD_PRELOAD"] = lib
     env = {**os.environ, **extra_env, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     log = open(run_dir / "log.txt", "w")
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
