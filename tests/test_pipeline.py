@@ -90,6 +90,7 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     res = json.loads((run / "benchmark_results.json").read_text())
     assert res["grammar"]["lang"] == "vox" and Path(res["base"]["model"]).name == "base"
     assert res["vs_base"]["pass_at_1_drop"] == res["base"]["pass_at_1"] - res["pass_at_1"]
+    assert res["vs_base"]["tasks_compared"] == res["n_tasks"] and 0 < res["vs_base"]["parse"]["p_value"] <= 1
     assert list(res)[-1] == "items" and "Model quality: " in out and "with --grammar vox" in out
     assert "out of date" not in out
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
@@ -446,3 +447,20 @@ def test_scratch_nproc_trains_the_base_in_two_ranks(project, run_cli, monkeypatc
     assert manifest["device"]["world_size"] == 2 and manifest["status"] == "completed"
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
     assert state["stages"]["train-scratch-base"]["figures"]["steps"] == 3
+
+
+def test_quality_line_says_what_the_fine_tune_did_to_its_base(tmp_path):
+    from mens.pipeline.cli import quality_line
+
+    res = {"parse_rate": 0.667, "pass_at_1": 0.278, "n_tasks": 54,
+           "grammar": {"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.315},
+           "base": {"parse_rate": 0.722, "pass_at_1": 0.259},
+           "vs_base": {"parse": {"lost": 3, "gained": 0, "p_value": 0.125}}}
+    path = tmp_path / "benchmark_results.json"
+    path.write_text(json.dumps(res))
+    assert quality_line(path) == (
+        "Model quality: 67% of answers parse, pass@1 0.28 on 54 held-out bench tasks (greedy); with --grammar vox: "
+        "100% parse, pass@1 0.32; before the fine-tune: 72% parse, pass@1 0.26 (the fine-tune lost 3 parsing "
+        "answers and gained 0)")
+    path.write_text("{")
+    assert quality_line(path) is None

@@ -45,7 +45,9 @@ def make_run(root: Path, final_loss: float = 1.5, pass_at_1: float = 0.25, parse
             "parse_rate": bench_parse_rate, "semantic_pass_rate": 0.25, "anti_stub_rate": 0.75,
             "by_category": {"function": {"n_tasks": 2, "pass_at_1": 0.5, "parse_rate": 1.0}},
             # benched beside its base (as the pipeline's bench stage does): no worse than it
-            "vs_base": {"pass_at_1_drop": 0.0, "parse_rate_drop": 0.0},
+            "vs_base": {"pass_at_1_drop": 0.0, "parse_rate_drop": 0.0, "tasks_compared": 4,
+                        "parse": {"lost": 0, "gained": 0, "p_value": 1.0, "lost_tasks": [], "gained_tasks": []},
+                        "pass": {"lost": 0, "gained": 0, "p_value": 1.0, "lost_tasks": [], "gained_tasks": []}},
             # and in grammar mode (the pipeline's bench.grammar)
             "grammar": {"lang": "vox", "pass_at_1": pass_at_1, "parse_rate": grammar_parse_rate}}))
     return run

@@ -5,7 +5,9 @@ A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric na
 
 - `eval.*`  — `eval_results.json` (`mens corpus eval`), e.g. `eval.parse_rate`
 - `bench.*` — `benchmark_results.json` (`mens bench`), e.g. `bench.pass_at_1`,
-  `bench.by_category.function.pass_at_1`
+  `bench.by_category.function.pass_at_1`; after the pipeline's bench stage also
+  `bench.vs_base.parse.p_value` / `bench.vs_base.pass.p_value` (did the fine-tune make its base
+  worse: a paired sign test over the tasks, `mens.evaluate.compare`) and `bench.grammar.*`
 - `train.*` — the `results` of `training_manifest.json`, e.g. `train.final_loss`, plus figures
   derived from the step losses in `telemetry.jsonl`: `train.initial_loss` (first step),
   `train.early_loss` / `train.late_loss` (mean of the first / last quarter of the steps) and
@@ -99,11 +101,12 @@ def metric_range(metric: str) -> tuple[float, float] | None:
     """The values a metric can take, by the shape of its name: rates and pass@k 0-1,
     percentages 0-100, counts 0 and up; None where any number may come (losses, ratios)."""
     leaf = metric.rsplit(".", 1)[-1]
-    if leaf.endswith("_rate") or leaf.startswith("pass_at_") or leaf == "format_validity":
+    if leaf.endswith("_rate") or leaf.startswith("pass_at_") or leaf in ("format_validity", "p_value"):
         return 0.0, 1.0
     if leaf.endswith("_pct"):
         return 0.0, 100.0
-    if leaf.endswith(("_samples", "_rejections", "_tasks")) or leaf in ("construct_coverage", "construct_total"):
+    if leaf.endswith(("_samples", "_rejections", "_tasks")) or leaf in ("construct_coverage", "construct_total",
+                                                                          "lost", "gained", "tasks_compared"):
         return 0.0, math.inf
     return None
 

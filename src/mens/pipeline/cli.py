@@ -108,4 +108,7 @@ def quality_line(results_path: Path) -> str | None:
     if isinstance(res.get("base"), dict) and "parse_rate" in res["base"]:
         b = res["base"]
         line += f"; before the fine-tune: {b['parse_rate']:.0%} parse, pass@1 {b['pass_at_1']:.2f}"
+        parse = (res.get("vs_base") or {}).get("parse")
+        if isinstance(parse, dict) and {"lost", "gained"} <= parse.keys():
+            line += f" (the fine-tune lost {parse['lost']} parsing answers and gained {parse['gained']})"
     return line
