@@ -162,10 +162,14 @@ def _lean_forward(self, x, *args, **kwargs):
 
 def lean_lora(model) -> int:
     """Route every vanilla LoRA Linear through `kernels.LoraDelta`; returns how many were patched."""
-    try:
-        from peft.tuners.lora import LoraLayer
-    except ImportError:  # pragma: no cover - peft is a runtime dependency
+    import sys
+
+    # A model with LoRA layers was wrapped by PEFT, which this process has then imported; without
+    # it (a scratch or full run) there is nothing to patch, and peft's import costs ~1 s a process.
+    lora_module = sys.modules.get("peft.tuners.lora")
+    if lora_module is None:
         return 0
+    LoraLayer = lora_module.LoraLayer
     patched = 0
     for module in model.modules():
         if not isinstance(module, LoraLayer) or not hasattr(module, "lora_A"):
