@@ -146,3 +146,36 @@ def test_static_cache_answers_as_the_default_cache_does(fixture, request):
         torch.manual_seed(3)
         want = model.generate(**enc, max_new_tokens=12, pad_token_id=tok.pad_token_id, **sampling)
         assert torch.equal(got, want)
+
+
+def test_bench_with_its_base_records_what_the_fine_tune_lost_and_gained(tmp_path, tiny_model_dir, tiny_llama_dir,
+                                                                         run_cli):
+    """`mens bench --base`: both models benched alike, the comparison the gates judge written once;
+    a model against itself loses and gains nothing (greedy answers are deterministic)."""
+    bench = _bench_file(tmp_path)
+    out = tmp_path / "res.json"
+    common = ("--bench", bench, "--max-new-tokens", "8", "--batch-size", "3", "--device", "cpu", "-o", out)
+    code, stdout, err = run_cli("bench", "--model", tiny_model_dir, "--base", tiny_model_dir, *common)
+    assert code == 0, err
+    res = json.loads(out.read_text())
+    assert res["base"]["model"] == str(tiny_model_dir) and res["base"]["n_tasks"] == 3
+    assert res["vs_base"]["parse"]["lost"] == res["vs_base"]["parse"]["gained"] == 0
+    assert res["vs_base"]["parse"]["p_value"] == res["vs_base"]["pass"]["p_value"] == 1.0
+    assert list(res)[-1] == "items" and "vs base: parses lost 0, gained 0 (sign test p 1)" in stdout
+
+    # Another model as the base: the comparison of the two models benched one at a time.
+    from mens.evaluate.compare import compare_to_base
+
+    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--base", tiny_llama_dir, *common)
+    assert code == 0, err
+    res = json.loads(out.read_text())
+    alone = tmp_path / "base.json"
+    assert run_cli("bench", "--model", tiny_llama_dir, *common[:-1], alone)[0] == 0
+    base = json.loads(alone.read_text())
+    assert res["base"]["parse_rate"] == base["parse_rate"] and res["vs_base"] == compare_to_base(base, res)
+
+    # A base that is not there is refused before either model loads, and nothing is written.
+    out.unlink()
+    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--base", tmp_path / "missing", *common)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "missing" in err, err
+    assert not out.exists()

@@ -27,6 +27,10 @@ def register(sub) -> None:
     bench.add_argument("--grammar", metavar="LANG",
                        help="grammar-constrained decoding with that language pack (e.g. vox), as `mens serve "
                             "--grammar`: every token keeps the code a viable prefix (slow on a CPU)")
+    bench.add_argument("--base", metavar="MODEL",
+                       help="also bench the model a fine-tune started from, with the same settings, and "
+                            "record `base` and `vs_base` (tasks lost and gained, sign-test p-values) for "
+                            "`mens gate`'s fine-tune-vs-base gates")
     bench.set_defaults(func=_bench)
 
     deco = sub.add_parser("decontaminate", help="check that no bench prompt or reference is in training data",
@@ -94,15 +98,31 @@ def _bench(args) -> int:
         model_dir = Path(args.model)
         out = model_dir / "benchmark_results.json" if (model_dir / "training_manifest.json").is_file() \
             else Path("benchmark_results.json")
-    res = run_bench(args.model, args.bench, k=args.k, n=args.samples, temperature=args.temperature,
-                    seed=args.seed, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                    batch_size=args.batch_size, device=args.device, out=out, train_data=args.train_data,
-                    grammar=args.grammar)
+    opts = dict(k=args.k, n=args.samples, temperature=args.temperature, seed=args.seed, limit=args.limit,
+                max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device=args.device,
+                grammar=args.grammar)
+    if args.base:
+        from mens.evaluate.checks import check_bench_args
+
+        # Both models' files are checked before either loads; the results are written once, whole.
+        check_bench_args(args.base, args.bench, k=args.k, n=args.samples, temperature=args.temperature,
+                         limit=args.limit, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+                         device=args.device, out=out, train_data=None)
+    res = run_bench(args.model, args.bench, **opts, out=None if args.base else out, train_data=args.train_data)
+    if args.base:
+        from mens.evaluate.compare import attach_base, describe
+        from mens.files import write_json_atomic
+
+        attach_base(res, run_bench(args.base, args.bench, **opts), args.base)
+        write_json_atomic(out, res)
     print(f"{res['n_tasks']} tasks x {res['n_samples']} samples: pass@1 {res['pass_at_1']:.3f}  "
           f"pass@{res['k']} {res['pass_at_k']:.3f}  parses {res['parse_rate']:.3f}  "
           f"semantic {res['semantic_pass_rate']:.3f}  not-stub {res['anti_stub_rate']:.3f}")
     for name, c in res["by_category"].items():
         print(f"  {name:<16} {c['n_tasks']:>3} tasks  pass@1 {c['pass_at_1']:.3f}  parses {c['parse_rate']:.3f}")
+    if args.base:
+        print(f"base {args.base}: pass@1 {res['base']['pass_at_1']:.3f}  parses {res['base']['parse_rate']:.3f}")
+        print(describe(res["vs_base"]))
     print(f"wrote {out}")
     return 0
 

@@ -58,3 +58,24 @@ def compare_to_base(base: dict, tuned: dict) -> dict[str, Any]:
             "tasks_compared": len(common),
             "parse": _changes({k: b[k][0] for k in common}, {k: t[k][0] for k in common}),
             "pass": _changes({k: b[k][1] for k in common}, {k: t[k][1] for k in common})}
+
+
+# The figures of a bench run that a results document repeats for its base (and grammar) runs.
+RATES = ("n_tasks", "pass_at_1", "pass_at_k", "parse_rate", "semantic_pass_rate", "anti_stub_rate")
+
+
+def attach_base(results: dict, base: dict, base_model: str) -> dict:
+    """`results` with its base's figures (`base`) and the comparison (`vs_base`) added, as
+    `mens bench --base` and the pipeline's bench stage write them; the per-task items stay last."""
+    results["base"] = {"model": str(base_model), **{k: base[k] for k in RATES}}
+    results["vs_base"] = compare_to_base(base, results)
+    results["items"] = results.pop("items")
+    return results
+
+
+def describe(vs_base: dict) -> str:
+    """One line: what the fine-tune lost and gained against its base, and the sign tests."""
+    p, q = vs_base["parse"], vs_base["pass"]
+    return (f"vs base: parses lost {p['lost']}, gained {p['gained']} (sign test p {p['p_value']:.3g}); "
+            f"passes lost {q['lost']}, gained {q['gained']} (p {q['p_value']:.3g})")
+

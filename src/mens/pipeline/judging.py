@@ -68,17 +68,13 @@ def held_out(ctx: Context) -> Path | None:
     return bench if bench.exists() else None
 
 
-# The figures of a bench run that the results document repeats for the grammar and base runs.
-_RATES = ("n_tasks", "pass_at_1", "pass_at_k", "parse_rate", "semantic_pass_rate", "anti_stub_rate")
-
-
 def stage_bench(ctx: Context) -> dict[str, Any]:
     """The held-out bench on the fine-tuned run; with `bench.grammar` also in grammar mode, and
     with `bench.compare_base` (default) also on the model the fine-tune started from, so a gate
     can refuse a fine-tune that made the base worse (`bench.vs_base`: the rate drops, and per
     figure the tasks lost and gained with a sign test's p-value, mens.evaluate.compare)."""
     from mens.evaluate.bench import run_bench
-    from mens.evaluate.compare import compare_to_base
+    from mens.evaluate.compare import RATES, attach_base
     from mens.files import write_json_atomic
 
     p = bench_params(ctx)
@@ -90,12 +86,11 @@ def stage_bench(ctx: Context) -> dict[str, Any]:
     figures = {"tasks": res["n_tasks"], "pass@1": res["pass_at_1"], "parses": res["parse_rate"]}
     if p["grammar"]:
         constrained = run_bench(final_run(ctx), bench, **opts, grammar=p["grammar"])
-        res["grammar"] = {"lang": p["grammar"], **{k: constrained[k] for k in _RATES}}
+        res["grammar"] = {"lang": p["grammar"], **{k: constrained[k] for k in RATES}}
         figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
     if p["compare_base"]:
         base = run_bench(base_source(ctx), bench, **opts)
-        res["base"] = {"model": base_source(ctx), **{k: base[k] for k in _RATES}}
-        res["vs_base"] = compare_to_base(base, res)
+        attach_base(res, base, base_source(ctx))
         figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
     res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
     write_json_atomic(final_run(ctx) / "benchmark_results.json", res)
