@@ -1,9 +1,9 @@
 """Is a fine-tuned model worse on the bench than the model it started from? A paired sign test.
 
-The pipeline's bench stage benches the fine-tuned run and its base on the same tasks
-(`bench.compare_base`), and the gates ask whether the fine-tune made the base worse. Comparing the
-two rates against a fixed tolerance cannot answer that on a small bench: greedy answers of a small
-model flip on a few tasks from any change to its weights, either way. Measured on the quickstart
+The pipeline's bench stage (`bench.compare_base`) and `mens bench --base` bench the fine-tuned
+run and its base on the same tasks, and the gates ask whether the fine-tune made the base worse.
+Comparing the two rates against a fixed tolerance cannot answer that on a small bench: greedy
+answers of a small model flip on a few tasks from any change to its weights, either way. Measured on the quickstart
 (docs/performance.md, "Is the fine-tune worse than its base?"): the same neutral fine-tune in six
 data orders lost 0-3 of 54 greedy parses, while eight samples a task showed the same fine-tunes
 within ±0.03 of their base; a tolerance of 2 tasks failed half of those runs, i.e. it judged noise.
@@ -78,4 +78,3 @@ def describe(vs_base: dict) -> str:
     p, q = vs_base["parse"], vs_base["pass"]
     return (f"vs base: parses lost {p['lost']}, gained {p['gained']} (sign test p {p['p_value']:.3g}); "
             f"passes lost {q['lost']}, gained {q['gained']} (p {q['p_value']:.3g})")
-

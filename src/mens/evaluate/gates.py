@@ -5,7 +5,7 @@ A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric na
 
 - `eval.*`  — `eval_results.json` (`mens corpus eval`), e.g. `eval.parse_rate`
 - `bench.*` — `benchmark_results.json` (`mens bench`), e.g. `bench.pass_at_1`,
-  `bench.by_category.function.pass_at_1`; after the pipeline's bench stage also
+  `bench.by_category.function.pass_at_1`; after `mens bench --base` or the pipeline's bench stage also
   `bench.vs_base.parse.p_value` / `bench.vs_base.pass.p_value` (did the fine-tune make its base
   worse: a paired sign test over the tasks, `mens.evaluate.compare`) and `bench.grammar.*`
 - `train.*` — the `results` of `training_manifest.json`, e.g. `train.final_loss`, plus figures
