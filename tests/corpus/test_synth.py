@@ -448,7 +448,7 @@ def test_whole_word_matches_the_regex_it_replaces():
     import random
     import re
 
-    from mens.corpus.synth.generate import _has_word, _whole_word
+    from mens.corpus.synth.generate import _has_word, _WholeWord
 
     rng = random.Random(0)
     alphabet = "ab_.@d1 \né"
@@ -458,7 +458,7 @@ def test_whole_word_matches_the_regex_it_replaces():
         if rng.random() < 0.3:
             text = text + rng.choice(["db.", ".", "@", " "]) + name + rng.choice(["", ".", "a", " "])
         pattern = re.compile(rf"(?:(?<![\w@.])|(?<=\bdb\.)){re.escape(name)}(?!\w)")
-        word = _whole_word(name)
+        word = _WholeWord(name)
         assert word.search(text) == bool(pattern.search(text)), (name, text)
         assert word.sub("NEW", text) == pattern.sub("NEW", text), (name, text)
         assert _has_word(name, text) == bool(re.search(rf"\b{name}\b", text)), (name, text)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
@@ -162,8 +163,6 @@ def _lean_forward(self, x, *args, **kwargs):
 
 def lean_lora(model) -> int:
     """Route every vanilla LoRA Linear through `kernels.LoraDelta`; returns how many were patched."""
-    import sys
-
     # A model with LoRA layers was wrapped by PEFT, which this process has then imported; without
     # it (a scratch or full run) there is nothing to patch, and peft's import costs ~1 s a process.
     lora_module = sys.modules.get("peft.tuners.lora")

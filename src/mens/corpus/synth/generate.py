@@ -167,10 +167,6 @@ class _WholeWord:
         return "".join(out) + text[last:]
 
 
-def _whole_word(name: str) -> _WholeWord:
-    return _WholeWord(name)
-
-
 def _has_word(word: str, text: str) -> bool:
     """re.search(rf"\b{word}\b", text) for an identifier `word`, without compiling a pattern
     for every new made-up name."""
@@ -190,7 +186,7 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random, english: floa
     without reading the prompt and never learns to copy the name it is asked for; a made-up name
     can only be copied. Names inside longer ones (`test_total_pages_1`) keep their old words."""
     for old in dict.fromkeys(_QUOTED_NAME.findall(prompt)):
-        word = _whole_word(old)
+        word = _WholeWord(old)
         if old in RESERVED or not word.search(code):
             continue
         new = made_up_name(rng, old[0].isupper(), english)
@@ -259,7 +255,7 @@ def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple
     ask = rng.choice(RENAME_ASKS).format(old=old, new=new)
     shown = f"```vox\n{code}```"
     prompt = f"{ask}\n{shown}" if rng.random() < 0.5 else f"{shown}\n{ask}"
-    return prompt, _whole_word(old).sub(new, code)
+    return prompt, _WholeWord(old).sub(new, code)
 
 
 def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0,
