@@ -15,7 +15,8 @@ from train_helpers import config, write_pairs
 from mens.corpus.synth.drills import copy_drills
 from mens.records import read_pairs
 from mens.train.loop import train
-from mens.train.prepare import build_scheduler, open_run, prepare
+from mens.train.prepare import open_run, prepare
+from mens.train.schedule import build_scheduler
 from mens.train.scratch import training_texts
 
 

@@ -15,7 +15,8 @@ from torch import nn
 from mens.errors import MensError
 from mens.train.checkpoint import Progress, load_checkpoint, rng_state, save_checkpoint
 from mens.train.config import SCHEDULERS, TrainConfig, resolve_config
-from mens.train.prepare import build_optimizer, build_scheduler, warmup_steps
+from mens.train.prepare import build_optimizer
+from mens.train.schedule import build_scheduler, lr_factor, warmup_steps
 
 OPTIMS = ("adamw", "muon", "adamw_8bit", "paged_adamw_8bit")
 
@@ -84,6 +85,19 @@ def test_schedule_shapes_and_warmup_ratio():
     assert cosine[6] == pytest.approx(0.5e-2) and cosine[9] < cosine[7] < 1e-2
     assert lrs(lr_scheduler_type="linear", warmup_ratio=0.25)[:4] == pytest.approx([0, 1 / 3 * 1e-2, 2 / 3 * 1e-2, 1e-2])
     assert warmup_steps(_cfg(warmup_ratio=0.05), 30) == 2 and warmup_steps(_cfg(warmup_steps=50), 30) == 30
+
+
+@pytest.mark.parametrize("schedule", SCHEDULERS)
+@pytest.mark.parametrize("warmup, total", [(0, 1), (0, 50), (30, 3200), (5, 50), (7, 7), (10, 3)])
+def test_schedules_are_transformers_own_to_the_bit(schedule, warmup, total):
+    """Our lr factors are transformers' get_scheduler's, the same float at every step (written out
+    so that training does not import transformers.optimization, which imports all of peft)."""
+    from transformers import get_scheduler
+
+    theirs = get_scheduler(schedule, torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0),
+                           num_warmup_steps=warmup, num_training_steps=total).lr_lambdas[0]
+    ours = lr_factor(schedule, warmup, total)
+    assert [ours(step) for step in range(total + 3)] == [theirs(step) for step in range(total + 3)]
 
 
 def test_batched_muon_is_torchs_muon():

@@ -31,6 +31,7 @@ from mens.train.loss import batch_loss, loss_against_reference
 from mens.train.manifest import Manifest
 from mens.train.model import decoder_and_head
 from mens.train.runtime import dropout_off
+from mens.train.schedule import build_scheduler
 from mens.train.speed import SpeedPlan, optimize_for_training
 from mens.train.telemetry import Telemetry
 
@@ -349,34 +350,3 @@ def build_optimizer(cfg: TrainConfig, params: list, device: str, mode: str | Non
                         "pip install bitsandbytes, or use --optim adamw") from None
     cls = bnb_optim.PagedAdamW8bit if name == "paged_adamw_8bit" else bnb_optim.AdamW8bit
     return cls(groups, lr=cfg.lr, betas=cfg.adam_betas)
-
-
-def warmup_steps(cfg: TrainConfig, total_steps: int) -> int:
-    """`warmup_ratio` of the steps (rounded up, as transformers does) when given, else `warmup_steps`."""
-    steps = math.ceil(cfg.warmup_ratio * total_steps) if cfg.warmup_ratio is not None else cfg.warmup_steps
-    return min(steps, total_steps)
-
-
-def build_scheduler(cfg: TrainConfig, optimizer, total_steps: int):
-    """transformers' own schedule of that name (`get_scheduler`): cosine (decay to 0), linear,
-    constant (no warmup, as in transformers) or constant_with_warmup, after a linear warmup.
-    With a curriculum, its steps run first at the constant `curriculum_lr` (after the warmup) and
-    the named schedule, warmup included, covers the steps after them: a copy mechanism forms at a
-    low rate that the code which follows learns too slowly at (docs/performance.md)."""
-    from torch.optim.lr_scheduler import LambdaLR
-    from transformers import get_scheduler
-
-    lead = cfg.curriculum_steps
-    main = get_scheduler(cfg.lr_scheduler_type, optimizer, num_warmup_steps=warmup_steps(cfg, total_steps - lead),
-                         num_training_steps=total_steps - lead)
-    if not lead:
-        return main
-    after, warm = main.lr_lambdas[0], warmup_steps(cfg, lead)
-    scale = (cfg.curriculum_lr or cfg.lr) / cfg.lr
-
-    def factor(step: int) -> float:
-        if step < lead:
-            return scale * (step / warm if step < warm else 1.0)
-        return after(step - lead)
-
-    return LambdaLR(optimizer, factor)
