@@ -286,11 +286,10 @@ class Engine:
         s.generated.append(token)
         s.pending = token
         text = s.text = self._text(s.generated)
-        for stop in sp.stop:
-            at = text.find(stop, max(0, len(s.sent) - len(stop)))
-            if at >= 0:
-                self._finish(s, "stop", text[:at])
-                return
+        at = _first_stop(text, sp.stop, len(s.sent))
+        if at is not None:
+            self._finish(s, "stop", text[:at])
+            return
         if len(s.generated) >= sp.max_tokens or len(req.prompt_ids) + len(s.generated) >= self.context_window:
             self._finish(s, "length", text)
             return
@@ -354,6 +353,15 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     drop = top.cumsum(-1) - top > top_p  # keep the smallest prefix reaching top_p
     top = top.masked_fill(drop, 0.0)
     return torch.zeros_like(probs).scatter(-1, order, top)
+
+
+def _first_stop(text: str, stops: tuple[str, ...], sent: int) -> int | None:
+    """Where the first stop string in `text` starts (None: there is none). The earliest in the
+    text, not the first listed: one token can complete two stop strings, and the answer must
+    end before either. The search starts just before the `sent` characters already streamed
+    (held back, no stop string can start earlier)."""
+    hits = [text.find(stop, max(0, sent - len(stop))) for stop in stops]
+    return min((at for at in hits if at >= 0), default=None)
 
 
 def _hold_back(text: str, stops: tuple[str, ...]) -> str:

@@ -1,0 +1,35 @@
+"""What a client written against OpenAI's API expects of mens serve beyond the happy path, each
+case a defect found by driving a real server with the `openai` client."""
+
+import pytest
+
+CHAT = [{"role": "user", "content": "Write a Vox function that adds two numbers."}]
+
+
+def _two_char_token(client):
+    """(prompt, greedy text, start of a delta whose first two characters are new to the text):
+    a token that completes two one-character stop strings at once."""
+    for prompt in ("fn add(a: int", "The quick brown fox", "def main():", "component Counter"):
+        chunks = client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0, stream=True)
+        deltas = [c.choices[0].text for c in chunks if c.choices[0].text]
+        text, at = "".join(deltas), 0
+        for d in deltas:
+            if len(d) >= 2 and d[0] != d[1] and "\ufffd" not in d[:2] and d[0] not in text[:at] \
+                    and d[1] not in text[:at]:
+                return prompt, text, at
+            at += len(d)
+    pytest.skip("no greedy token of two new characters")
+
+
+def test_the_earliest_stop_string_ends_the_answer(live_server):
+    """Whatever their order in `stop`, the answer ends before the first stop string in the text
+    (OpenAI never returns a stop string), also when one token completes two of them."""
+    client = live_server.client()
+    prompt, text, at = _two_char_token(client)
+    first, second = text[at], text[at + 1]
+    for stop in ([second, first], [first, second]):
+        r = client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0, stop=stop)
+        assert (r.choices[0].text, r.choices[0].finish_reason) == (text[:at], "stop"), stop
+        chunks = client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0, stop=stop,
+                                           stream=True)
+        assert "".join(c.choices[0].text for c in chunks) == text[:at], stop
