@@ -1,9 +1,20 @@
 """What a client written against OpenAI's API expects of mens serve beyond the happy path, each
 case a defect found by driving a real server with the `openai` client."""
 
+import openai
 import pytest
 
 CHAT = [{"role": "user", "content": "Write a Vox function that adds two numbers."}]
+
+
+def test_a_model_can_be_retrieved_by_name(live_server):
+    client = live_server.client()
+    listed = {m.id: m for m in client.models.list().data}
+    for name in ("tiny", "alpha"):
+        assert client.models.retrieve(name) == listed[name]
+    with pytest.raises(openai.NotFoundError) as exc:
+        client.models.retrieve("gpt-4o")
+    assert exc.value.body["code"] == "model_not_found" and exc.value.body["param"] == "model"
 
 
 def _two_char_token(client):

@@ -1,13 +1,14 @@
 """The OpenAI-compatible HTTP API over the batching engine.
 
-Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions (both with
-`stream: true` as server-sent events in OpenAI's chunk format, ending with `data: [DONE]`), and
-GET /stats (the engine's counters: batch sizes, queue rejections, grammar corrections).
-Chat requests with `tools` get the calls the model writes back as `tool_calls` (serve/tools.py).
-Every error is OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with the
-status OpenAI uses, and never takes the server down: bad input is a 4xx before anything is
-queued, a fault while generating fails that request alone (5xx), and /health answers 503 when
-the engine is not running. With an API key, every route but /health needs it.
+Routes: GET /health, GET /v1/models (and /v1/models/NAME), POST /v1/chat/completions, POST
+/v1/completions (both with `stream: true` as server-sent events in OpenAI's chunk format, ending
+with `data: [DONE]`), and GET /stats (the engine's counters: batch sizes, queue rejections,
+grammar corrections). Chat requests with `tools` get the calls the model writes back as
+`tool_calls` (serve/tools.py). Every error is OpenAI's shape, `{"error": {"message", "type",
+"param", "code"}}`, with the status OpenAI uses, and never takes the server down: bad input is
+a 4xx before anything is queued, a fault while generating fails that request alone (5xx), and
+/health answers 503 when the engine is not running. With an API key, every route but /health
+needs it.
 
 Bodies are capped (`max_body_bytes`, 413) and prompts too (`max_prompt_tokens`, 400); the chat
 template and tokenisation run in worker threads, so a large prompt never stalls the event loop.
@@ -79,6 +80,13 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
         return JSONResponse(APIError(500, f"internal error: {type(exc).__name__}", type="server_error").body,
                             status_code=500)
 
+    def model_card(name: str) -> dict:
+        return {"id": name, "object": "model", "created": created, "owned_by": "mens"}
+
+    def unknown_model(name: str) -> APIError:
+        return APIError(404, f"The model '{name}' does not exist; served: {', '.join(models)}.",
+                        param="model", code="model_not_found")
+
     async def read_body(request: HTTPRequest) -> bytes:
         """The body, refused (413) as soon as it is known to exceed `max_body_bytes`."""
         too_big = APIError(413, f"The request body is larger than {max_body_bytes} bytes (--max-body-bytes).",
@@ -97,8 +105,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
     async def parse(request: HTTPRequest, schema: type[_Params]) -> _Params:
         params = parse_body(await read_body(request), schema)
         if params.model not in models:
-            raise APIError(404, f"The model '{params.model}' does not exist; served: {', '.join(models)}.",
-                           param="model", code="model_not_found")
+            raise unknown_model(params.model)
         for key in params.logit_bias or {}:   # schema.py checked they are digits
             if int(key) >= vocab_size:
                 raise APIError(400, f"Invalid key in 'logit_bias': {key} is not a token id of this model "
@@ -252,8 +259,13 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
 
     @app.get("/v1/models")
     async def list_models():
-        return {"object": "list", "data": [{"id": m, "object": "model", "created": created, "owned_by": "mens"}
-                                           for m in models]}
+        return {"object": "list", "data": [model_card(m) for m in models]}
+
+    @app.get("/v1/models/{name:path}")   # the client's models.retrieve; :path for names with a slash
+    async def retrieve_model(name: str):
+        if name not in models:
+            raise unknown_model(name)
+        return model_card(name)
 
     @app.post("/v1/chat/completions")
     async def chat(request: HTTPRequest):
