@@ -1,10 +1,32 @@
 """What a client written against OpenAI's API expects of mens serve beyond the happy path, each
-case a defect found by driving a real server with the `openai` client."""
+case a defect found by driving a real server with the `openai` client: nulls for optional
+fields, the model-retrieve route, and stop strings that one token completes together."""
 
+import httpx
 import openai
 import pytest
 
+from live_server import API_KEY
+
 CHAT = [{"role": "user", "content": "Write a Vox function that adds two numbers."}]
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+def test_null_optional_fields_mean_their_defaults(live_server):
+    """OpenAI's spec makes temperature, top_p, n, stream and echo nullable; clients generated from
+    it (and the `openai` client given an explicit None) send `null` for what was left unset."""
+    client = live_server.client()
+    want = client.chat.completions.create(model="tiny", messages=CHAT, max_tokens=6, temperature=0)
+    r = client.chat.completions.create(model="tiny", messages=CHAT, max_tokens=6, temperature=0, top_p=None,
+                                       n=None, stream=None, stop=None, seed=None)
+    assert [c.message.content for c in r.choices] == [want.choices[0].message.content]
+    r = client.completions.create(model="tiny", prompt="fn", max_tokens=3, temperature=None, top_p=None, n=None,
+                                  stream=None, echo=None)
+    assert len(r.choices) == 1 and r.choices[0].finish_reason in ("stop", "length")
+    # a required field stays required, null or not
+    r = httpx.post(live_server.url + "/v1/chat/completions", headers=AUTH,
+                   json={"model": "tiny", "messages": None})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
 
 
 def test_a_model_can_be_retrieved_by_name(live_server):

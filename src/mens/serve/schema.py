@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 INT64 = 2**63
 MAX_CHOICES = 128      # prompts × n of one request (OpenAI's own bound on n)
@@ -29,6 +29,11 @@ MAX_TOOLS = 128        # tools per request (OpenAI's bound)
 TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"   # a function name, as OpenAI allows
 UNSUPPORTED_CHAT = ("audio", "prediction", "functions", "function_call", "reasoning_effort", "verbosity",
                     "web_search_options", "moderation")
+
+# Fields with a default that OpenAI's spec makes nullable: `null` is the default. Clients
+# generated from the spec, and the `openai` client given an explicit None, send `null` for what
+# the caller left unset.
+NULL_IS_DEFAULT = ("temperature", "top_p", "n", "stream", "echo", "grammar")
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 Stop = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
@@ -69,6 +74,15 @@ class _Params(BaseModel):
     # mens extension (send with the openai client's `extra_body`), used only under --grammar:
     # auto = fence mode for chat, whole mode for a completion whose prompt is viable code
     grammar: Literal["auto", "fence", "whole", "off"] = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        """Drop the NULL_IS_DEFAULT fields sent as null, so they take their defaults (a required
+        field sent as null is still refused)."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (v is None and k in NULL_IS_DEFAULT)}
+        return data
 
     def check(self) -> None:
         """Checks across fields, after pydantic's per-field ones (→ APIError 400)."""
