@@ -66,3 +66,20 @@ def test_the_earliest_stop_string_ends_the_answer(live_server):
         chunks = client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0, stop=stop,
                                            stream=True)
         assert "".join(c.choices[0].text for c in chunks) == text[:at], stop
+
+
+@pytest.mark.parametrize("field,value,where", [
+    ("messages", [{"role": "user", "content": [{"type": "text", "text": 5}]}], "messages[0].content[0].text"),
+    ("messages", [{"role": "user", "content": "hi"}, {"role": "user", "content": 5}], "messages[1].content"),
+    ("stop", ["ok", 5], "stop[1]"),
+    ("tool_choice", "sometimes", "tool_choice"),
+])
+def test_a_wrong_value_is_named_as_openai_names_it(live_server, field, value, where):
+    """The message names the field the way OpenAI writes it (`messages[0].content[0].text`), the
+    one that is wrong: not pydantic's union branch (`messages.0.content.str`, as if a list of
+    parts were not allowed)."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], field: value}
+    with pytest.raises(openai.BadRequestError) as exc:
+        live_server.client().chat.completions.create(**body)
+    assert exc.value.body["param"] == field
+    assert exc.value.body["message"].startswith(f"Invalid value for '{where}': "), exc.value.body["message"]

@@ -17,6 +17,7 @@ requests may carry `tools`, `tool_choice` and the tool messages of OpenAI's func
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -270,8 +271,35 @@ def parse_body(raw: bytes, schema: type[_Params]) -> _Params:
                 from None
         if err["type"] == "model_type" and not err["loc"]:
             raise APIError(400, "The request body must be a JSON object.") from None
-        where = ".".join(str(p) for p in err["loc"])
+        err = _deepest(exc.errors())
         msg = "Input should be an object" if err["type"] == "model_type" else err["msg"]  # not the class's name
-        raise APIError(400, f"Invalid value for '{where}': {msg}.", param=str(err["loc"][0]) if err["loc"] else None) from None
+        raise APIError(400, f"Invalid value for '{_where(err['loc'])}': {msg}.",
+                       param=str(err["loc"][0]) if err["loc"] else None) from None
     params.check()
     return params
+
+
+# The names pydantic gives the branches of a union in an error's loc (`str`, `list[_Part]`,
+# `constrained-str`, `literal['none','auto']`, `_NamedChoice`): not fields of the request.
+_FIELD = re.compile(r"[a-z][a-z0-9_]*")
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
+def _path(loc: tuple) -> tuple:
+    """An error's loc without the union branch names in it."""
+    return tuple(p for p in loc if isinstance(p, int) or p.isdigit()            # a logit_bias key
+                 or (_FIELD.fullmatch(p) and p not in _TYPE_TAGS))
+
+
+def _deepest(errors: list[dict]) -> dict:
+    """The error to report: the first one, or, where the first field is a union every branch of
+    which failed (one error each), the branch that got furthest into the value — a list of content
+    parts whose `text` is not a string is reported there, not as "content should be a string"."""
+    first = _path(errors[0]["loc"])
+    same = [e for e in errors if _path(e["loc"])[:len(first)] == first]
+    return max(same, key=lambda e: len(_path(e["loc"])))   # max keeps the first of equals
+
+
+def _where(loc: tuple) -> str:
+    """A loc as OpenAI writes a field: `messages[0].content[1].text`."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in _path(loc)).lstrip(".")
