@@ -1,6 +1,7 @@
 """What a client written against OpenAI's API expects of mens serve beyond the happy path, each
 case a defect found by driving a real server with the `openai` client: nulls for optional
-fields, the model-retrieve route, and stop strings that one token completes together."""
+fields, the model-retrieve route, stop strings that one token completes together, and the
+field a 400 names."""
 
 import httpx
 import openai
