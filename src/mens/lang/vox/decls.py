@@ -38,11 +38,14 @@ class DeclParser:
             # `react Name from "module"` (either quote); anything else after `react` is a path.
             self.i += 4
             return self.t[i + 1]
-        if (k[i] == "ID" and self.t[i] == "react" and k[i + 1] in ("ID", "TY") and (k[i + 2] == "EOF" or (
-                k[i + 2] == "ID" and self.t[i + 2] == "from" and k[i + 3] == "EOF"))):
+        if (not self.script and k[i] == "ID" and self.t[i] == "react" and k[i + 1] in ("ID", "TY") and (
+                k[i + 2] == "EOF" or (k[i + 2] == "ID" and self.t[i + 2] == "from" and k[i + 3] == "EOF"))
+                and self.lx.line_col(self.s[-1])[0] == self.lx.line_col(self.s[i + 1])[0]):
             # Cut off on its way to `react Name from "module"`: an error at the end of the input
             # (on the same line as the reference's, which reads `Name` as a stray token), so a
-            # prefix of the import is viable.
+            # prefix of the import is viable. Not when the end is on a later line (an
+            # unterminated string ran there), and not in script mode, where the reference reads
+            # `import react` and then `Name from` as statements, and accepts them.
             if k[i + 2] == "EOF":
                 self.i = i + 2
                 self.fail("'from \"module\"' after 'import react Name'")
