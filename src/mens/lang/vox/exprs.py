@@ -7,7 +7,8 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from mens.lang.vox import ast as A
-from mens.lang.vox.grammar import BINARY, EXPR_HINTS, EXPR_START, HTML_TAGS, LITERAL, NAME, POSTFIX, PRIMITIVES
+from mens.lang.vox.grammar import (BINARY, EXPR_HINTS, EXPR_START, HTML_TAGS, LITERAL, NAME, POSTFIX,
+                                   PRIMITIVES, _describe)
 from mens.lang.vox.stmts import StmtParser
 
 
@@ -307,6 +308,10 @@ class ExprParser:
         i0 = self.i
         self.i += 1
         self.expect(".", "'.version(…)' after 'workflow' in an expression")
+        if self.k[self.i] in NAME and self.t[self.i] != "version":
+            # The reference takes any name here and only then finds it wrong: at the next token.
+            raise self.error(f"expected 'version' after 'workflow.', found {_describe(self.k[self.i], self.t[self.i])}",
+                             self.i + 1)
         self.word("version", "'version' after 'workflow.'")
         if self.k[self.i] != "(":
             self.fail("'(' after workflow.version")
