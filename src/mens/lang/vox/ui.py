@@ -36,10 +36,10 @@ class UIParser:
     def style_rules(self) -> list[str]:
         """The style block after a component, as the reference reads it: a loop over `style {`
         headers (so `style {` may repeat inside an open block), `.class { property: "value" … }`
-        rules and `}`; where a rule does not go on as expected the block simply ends, and the
-        module loop meets that token (so `color: red` fails at `red`, "unexpected at top
-        level"); end of input ends it quietly. Only `.` without a class name is an error of
-        the block itself."""
+        rules and `}` (after which only a header on the `}`'s line goes on: `} style {`); where
+        a rule does not go on as expected the block simply ends, and the module loop meets that
+        token (so `color: red` fails at `red`, "unexpected at top level"); end of input ends it
+        quietly. Only `.` without a class name is an error of the block itself."""
         k = self.k
         classes: list[str] = []
         while True:
@@ -53,7 +53,9 @@ class UIParser:
                 continue
             if t == "}":
                 self.i += 1
-                return classes
+                if not (k[self.i] == "ID" and self.t[self.i] in ("style", "raw_css")):
+                    return classes
+                continue                                    # a header on the `}`'s line goes on
             if t != ".":
                 return classes
             self.i += 1
