@@ -181,7 +181,7 @@ def test_decl_blocks_reference_accepts(src):
     ("state_machine S { on go(a: int) from A -> B }", "expected ',' or ')'"),
     ("state_machine S { state A(1) }", "expected a state field name"),
     ("state_machine S { state A(x:\n int) }", "expected a type"),
-    ("import rust:x(foo: \"1\")", "a crate option (version, path, git, rev)"),
+    ("import rust:x(foo: \"1\")", "unknown crate option 'foo'"),
     ("import rust:x(version: '1')", "a double-quoted string or a name"),
     ("import rust:x(\n version: \"1\")", "on one line"),
     ("import a.b as {\n X }", "on one line"),

@@ -92,13 +92,13 @@ class DeclParser:
                 self.fail("a crate option (version, path, git, rev) or ')'",
                           "the crate options must be on one line" if k[self.i] == "NL" else "")
             key = self.t[self.i]
-            if key not in RUST_META:
-                self.fail("a crate option (version, path, git, rev)")
             self.i += 1
             self.expect(":", f"':' after '{key}'")
             if k[self.i] not in ("STR", "ID", "TY"):
                 self.fail(f"a double-quoted string or a name as the value of '{key}'")
             self.i += 1
+            if key not in RUST_META:   # the reference checks the key once it has its value
+                raise self.error(f"unknown crate option '{key}' (expected version, path, git or rev)")
             if k[self.i] == ",":
                 self.i += 1
             elif k[self.i] != ")":
