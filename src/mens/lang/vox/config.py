@@ -5,7 +5,7 @@ noted), and some of them end quietly at end of input. A mixin of `parser.Parser`
 from __future__ import annotations
 
 from mens.lang.vox import ast as A
-from mens.lang.vox.grammar import FORM_ARG, FORM_FLAGS
+from mens.lang.vox.grammar import FORM_ARG, FORM_FLAGS, NAME
 
 TOKEN_KINDS = frozenset(("color", "spacing", "radius", "shadow", "font"))
 
@@ -331,11 +331,13 @@ class ConfigParser:
                 self.route(items)
 
     def route_kv(self) -> None:
-        if self.k[self.i] != "ID":
+        """`key: name`. Any name is read as the key (`Cache`, `view`); the reference checks it
+        only once it has the value, so an unknown key is reported at the token after it."""
+        if self.k[self.i] not in NAME:
             self.fail("loader, pending or error in the route options")
         key = self.t[self.i]
         self.i += 1
         self.expect(":", f"':' after '{key}'")
         self.name("a name")
         if key not in ("loader", "pending", "error"):
-            self.fail("loader, pending or error in the route options", i=self.i - 3)
+            raise self.error(f"unknown route option '{key}' (expected loader, pending or error)")
