@@ -141,6 +141,9 @@ class DecoratorParser:
             self.expect(":", "':' after 'kind'")
             which = self.t[self.i] if k[self.i] == "ID" else ""
             kind = {"query": "query", "mutation": "mutation", "server": "server_fn"}.get(which)
+            if kind is None and k[self.i] == ")":
+                # An empty kind: the reference takes the `)` and reports at the token after it.
+                raise self.error("expected query, mutation or server as the endpoint kind", self.i + 1)
             if kind is None:
                 self.fail("query, mutation or server as the endpoint kind")
             self.i += 1
