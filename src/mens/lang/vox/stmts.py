@@ -141,7 +141,9 @@ class StmtParser:
             a0 = self.i
             pat = self.pattern()
             if k[self.i] == "->":
-                raise self.error("expected '=>' after the match pattern, found '->' (match arms use '=>')")
+                # The reference takes the `->` and reports at the token after it.
+                raise self.error("expected '=>' after the match pattern, found '->' (match arms use '=>')",
+                                 self.i + 1)
             self.expect("=>", "'=>' after the match pattern")
             t = k[self.i]
             if t == "return":
