@@ -45,7 +45,7 @@ class UIParser:
         while True:
             self.skip_nl()
             t = k[self.i]
-            if t == "ID" and self.t[self.i] in ("style", "raw_css"):
+            if self.style_header_here():
                 self.i += 1
                 if k[self.i] != "{":
                     return classes
@@ -53,7 +53,7 @@ class UIParser:
                 continue
             if t == "}":
                 self.i += 1
-                if not (k[self.i] == "ID" and self.t[self.i] in ("style", "raw_css")):
+                if not self.style_header_here():
                     return classes
                 continue                                    # a header on the `}`'s line goes on
             if t != ".":
@@ -64,6 +64,8 @@ class UIParser:
             classes.append(self.t[self.i])
             self.i += 1
             if k[self.i] != "{":
+                if k[self.i] == "}" or self.style_header_here():
+                    continue                                # `.a }`, `.a style {`: the loop goes on
                 return classes
             self.i += 1
             # `property: "value"` lines through '}'. Whatever does not fit ends the rule without
@@ -85,6 +87,9 @@ class UIParser:
                 if k[self.i] == "}":
                     self.i += 1
                 break
+
+    def style_header_here(self) -> bool:
+        return self.k[self.i] == "ID" and self.t[self.i] in ("style", "raw_css")
 
     def member(self):
         k, i = self.k, self.i
