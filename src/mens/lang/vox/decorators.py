@@ -94,6 +94,12 @@ class DecoratorParser:
             self.expect(")", "')' after the MCP server name")
         return self.t[i]
 
+    def endpoint_empty(self) -> None:
+        """`@endpoint()` and `@endpoint(kind: )`: the reference takes the `)` and reports the
+        missing kind at the token after it (a later line after an unterminated string)."""
+        if self.k[self.i] == ")":
+            raise self.error("expected kind: query, mutation or server in @endpoint(…)", self.i + 1)
+
     def dispatch_fn(self):
         """Functions led by a dispatching decorator: @test @forall @scheduled @endpoint @mcp.* @loading."""
         k = self.k
@@ -137,13 +143,13 @@ class DecoratorParser:
         elif d == "@endpoint":
             a0 = self.i
             self.expect("(", "'(' after @endpoint")
+            self.endpoint_empty()
             self.word("kind", "'kind' in @endpoint(kind: …)")
             self.expect(":", "':' after 'kind'")
             which = self.t[self.i] if k[self.i] == "ID" else ""
             kind = {"query": "query", "mutation": "mutation", "server": "server_fn"}.get(which)
-            if kind is None and k[self.i] == ")":
-                # An empty kind: the reference takes the `)` and reports at the token after it.
-                raise self.error("expected query, mutation or server as the endpoint kind", self.i + 1)
+            if kind is None:
+                self.endpoint_empty()
             if kind is None:
                 self.fail("query, mutation or server as the endpoint kind")
             self.i += 1
