@@ -225,20 +225,27 @@ class ConfigParser:
         if word not in TOKEN_KINDS:
             self.fail("color, spacing, radius, shadow or font", i=self.i - 2)
         if word == "color":
-            self.word("light", "'light' in a color token")
+            self.token_key("light", "'light' in a color token")
             self.expect(":", "':' after 'light'")
             self.string("a color string")
-            self.word("dark", "'dark' in a color token")
+            self.token_key("dark", "'dark' in a color token")
             self.expect(":", "':' after 'dark'")
             self.string("a color string")
         elif word == "font":
-            self.word("family", "'family' in a font token")
+            self.token_key("family", "'family' in a font token")
             self.expect(":", "':' after 'family'")
             self.string("a font family string")
         else:
             self.expect(":", f"':' after the {word} name")
             self.string("a string value")
         return (word, tname)
+
+    def token_key(self, word: str, what: str) -> None:
+        """`light`, `dark` or `family`: the reference reads any name there and only then finds
+        it wrong, so a wrong one (`Light`, `view`) is reported at the token after it."""
+        got = self.name(what)
+        if got != word:
+            raise self.error(f"expected {what}, found '{got}'")
 
     def string(self, what: str) -> None:
         """A string in either quote."""
