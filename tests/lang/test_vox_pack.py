@@ -159,7 +159,11 @@ def test_prefixes_of_valid_programs_are_viable():
 def _calls(fn) -> int:
     """Python and C function calls made by fn(): a measure of work that does not depend on how
     busy the machine is (the parser's cost is its calls; the lexer's one regex is a few C calls
-    per token), so linear growth is checked exactly, without timing."""
+    per token), so linear growth is checked exactly, without timing. Lexing counts too: the
+    cache of recent texts' lexings is emptied first."""
+    from mens.lang.vox.lexer import lexed
+
+    lexed.cache_clear()
     count = 0
 
     def tally(frame, event, arg):

@@ -8,7 +8,7 @@ from itertools import compress, repeat
 from operator import ne
 
 from mens.lang.base import Analysis, Construct, Diagnostic, LanguagePack, Span
-from mens.lang.vox.lexer import DECORATORS, KEYWORDS, Lexed, tokenize
+from mens.lang.vox.lexer import DECORATORS, KEYWORDS, Lexed, lexed, tokenize
 from mens.lang.vox.meta import DocFinder, metadata
 from mens.lang.vox.parser import Parser, VoxParseError, gc_paused, parse
 from mens.lang.vox.taxonomy import TAXONOMY, classify
@@ -179,7 +179,7 @@ class VoxPack(LanguagePack):
         return any(unfinished_at_most(text + rest) for rest in _completions(text))
 
     def free_text_at_end(self, text: str) -> str | None:
-        lx = Lexed(text)
+        lx = lexed(text)
         open_string = _open_string(lx)
         return open_string if open_string is not None else _comment_at_end(lx)
 
@@ -187,7 +187,7 @@ class VoxPack(LanguagePack):
         """The open string's quote, then the open brackets closed innermost first (a brace on a
         line of its own) when that makes `text` parse; else what the parser expects at the end,
         step by step (`if c` → ` {` + `\n}`, `let x =` → ` 0`); None when neither ends it."""
-        lx = Lexed(text)
+        lx = lexed(text)
         suffix = ""
         if _open_string(lx) is not None:
             suffix = _quote_closing(lx)

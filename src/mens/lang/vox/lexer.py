@@ -18,6 +18,7 @@ dropped here, each reported as a warning.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from itertools import accumulate
@@ -167,6 +168,14 @@ class Lexed:
             line, col = self.line_col(start)
             out.append(Token(kind, tok, start, line, col))
         return out
+
+
+@functools.lru_cache(maxsize=8)
+def lexed(text: str) -> Lexed:
+    """`Lexed(text)`, shared by the last few texts asked about: grammar-constrained decoding asks
+    of each candidate prefix whether it ends in free text and whether it is viable, two lexings of
+    the same text otherwise. A Lexed is never changed once built (the parser only reads it)."""
+    return Lexed(text)
 
 
 def tokenize(text: str) -> list[Token]:

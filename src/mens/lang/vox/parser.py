@@ -25,7 +25,7 @@ from mens.lang.vox.exprs import ExprParser
 from mens.lang.vox.grammar import (AI_DECOS, DECL_WORDS, FN_DECO, FN_DECO_BALANCED, FN_DECO_BARE,
                                    FN_DECO_EXPR, FN_DECO_ITEMS, NAME, RETIRED_DECORATORS,
                                    RETIRED_FORMS, SCRIPT_DECL, VoxParseError, _describe)
-from mens.lang.vox.lexer import Lexed
+from mens.lang.vox.lexer import lexed
 from mens.lang.vox.stmts import StmtParser
 from mens.lang.vox.ui import UIParser
 
@@ -34,7 +34,7 @@ __all__ = ["Parser", "VoxParseError", "parse", "gc_paused"]
 
 class Parser(DecoratorParser, DeclParser, ConfigParser, UIParser, StmtParser, ExprParser):
     def __init__(self, text: str, script: bool = False):
-        lx = Lexed(text)
+        lx = lexed(text)
         self.lx, self.text, self.script = lx, text, script
         self.k, self.t, self.s, self.e = lx.kinds, lx.texts, lx.starts, lx.ends
         self.i = 0
