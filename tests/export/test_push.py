@@ -69,6 +69,22 @@ def test_bad_input(run_cli, make_adapter_run, tmp_path, capsys, args, phrase):
     assert_one_line_error(run_cli, ["push", run, *args, "--dry-run", tmp_path / "o"], 2, phrase, [run, tmp_path])
 
 
+@pytest.mark.parametrize("dry_run, phrase", [
+    ("", "--dry-run needs a new folder"),            # never read as "no --dry-run": that would upload
+    ("afile", "--dry-run is a file, not a folder"),
+    ("afile/sub", "afile is a file, not a folder"),
+    ("full", "--dry-run folder exists and is not empty"),
+])
+def test_bad_dry_run_folder(run_cli, tiny_model_dir, tmp_path, monkeypatch, dry_run, phrase):
+    monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token")  # an upload would be tried with it
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(run_cli, ["push", tiny_model_dir, "--repo", "me/x", "--dry-run", dry_run], 2, phrase,
+                          [tmp_path, tiny_model_dir])
+
+
 def test_no_token(run_cli, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

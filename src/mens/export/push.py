@@ -88,8 +88,17 @@ def check_push_args(source: Path, repo: str, upstream: str | None, dry_run: Path
     if upstream is not None and _is_local(upstream):
         raise MensError(f"--upstream-model-id {upstream!r} is not a Hub id", "--upstream-model-id",
                         "write ORG/NAME as on huggingface.co")
-    if dry_run is not None and dry_run.exists() and (not dry_run.is_dir() or any(dry_run.iterdir())):
-        raise MensError("--dry-run folder exists and is not empty", str(dry_run), "give a new folder")
+    if dry_run is not None:
+        from mens.train.preflight import check_writable_dir
+
+        if dry_run == Path("."):  # also `--dry-run ""`
+            raise MensError("--dry-run needs a new folder to write the files to", "--dry-run",
+                            "give a new folder, e.g. --dry-run staged")
+        if dry_run.exists() and not dry_run.is_dir():
+            raise MensError("--dry-run is a file, not a folder", str(dry_run), "give a new folder")
+        if dry_run.is_dir() and any(dry_run.iterdir()):
+            raise MensError("--dry-run folder exists and is not empty", str(dry_run), "give a new folder")
+        check_writable_dir(dry_run, "--dry-run")
 
 
 CARD_INPUTS = ("training_manifest.json", "eval_results.json", "benchmark_results.json", "gate_receipt.json")
@@ -170,7 +179,7 @@ def push(source: str | Path, repo: str, *, private: bool = False, upstream_model
     from mens.files import atomic_path
 
     source = Path(source)
-    dry = Path(dry_run) if dry_run else None
+    dry = None if dry_run is None else Path(dry_run)  # `--dry-run ""` is a mistake, never an upload
     check_push_args(source, repo, upstream_model_id, dry)
     upstream = upstream_id(source, upstream_model_id)
     check_push_args(source, repo, upstream, dry)
