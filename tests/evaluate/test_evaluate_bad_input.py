@@ -55,6 +55,9 @@ def inputs(t: Path, model: Path, run: Path, argv: str) -> None:
     (t / "badmetric.yaml").write_text("gates:\n  - {metric: parse_rate, op: '>=', threshold: 0.9}\n")
     (t / "nogates.yaml").write_text("gates: []\n")
     (t / "badblocking.yaml").write_text("gates:\n  - {metric: eval.parse_rate, threshold: 0.9, blocking: maybe}\n")
+    (t / "keytypo.yaml").write_text("gates:\n  - {metric: eval.parse_rate, threshold: 0.9, blokcing: false}\n")
+    (t / "toptypo.yaml").write_text("gate:\n  - {metric: eval.parse_rate, threshold: 0.9}\n")
+    (t / "topextra.yaml").write_text("gates:\n  - {metric: eval.parse_rate, threshold: 0.9}\nstrict: true\n")
     (t / "binary.yaml").write_bytes(b"gates: \xff\xfe\x00\n")
     (t / "deep.yaml").write_text("gates: " + DEEP + "\n")
     (t / "malformed.yaml").write_text("gates: [unclosed\n")
@@ -222,6 +225,11 @@ CASES = {
     "gate-bad-metric": (G + ["{t}/badmetric.yaml"], 2, "metric 'parse_rate' must start with eval., bench. or train."),
     "gate-no-gates": (G + ["{t}/nogates.yaml"], 2, "gate policy needs a non-empty 'gates' list"),
     "gate-bad-blocking": (G + ["{t}/badblocking.yaml"], 2, "blocking must be true or false"),
+    # a misspelt key is named, never ignored (`blokcing: false` would leave the gate blocking)
+    "gate-key-typo": (G + ["{t}/keytypo.yaml"], 2,
+                      "unknown key 'blokcing' ({t}/keytypo.yaml: gates[0]) — did you mean 'blocking'?"),
+    "gate-top-key-typo": (G + ["{t}/toptypo.yaml"], 2, "unknown key 'gate' ({t}/toptypo.yaml) — did you mean 'gates'?"),
+    "gate-top-key-extra": (G + ["{t}/topextra.yaml"], 2, "unknown key 'strict' ({t}/topextra.yaml)"),
     "gate-binary-policy": (G + ["{t}/binary.yaml"], 2, "gate policy is not UTF-8 text"),
     "gate-deep-policy": (G + ["{t}/deep.yaml"], 2, "({t}/deep.yaml)"),
     "gate-malformed-policy": (G + ["{t}/malformed.yaml"], 2, "gate policy is not valid YAML"),

@@ -15,7 +15,8 @@ A policy (YAML) is `gates: [{name, metric, op, threshold, blocking}]`. Metric na
   the run, because one step's loss swings with its batch by more than a short run improves.
 
 A threshold must be finite and within the metric's range (rates and pass@k 0-1, `_pct` 0-100,
-counts 0 and up: `metric_range`), else the policy is a user error (exit 2). The safety gate is
+counts 0 and up: `metric_range`), else the policy is a user error (exit 2), as is a key other than
+`gates` or a gate's five (a misspelt `blokcing: false` must not leave the gate blocking). The safety gate is
 `eval.safety_rejections <= 0`: rows holding secrets or destructive commands (`corpus.safety`).
 
 A gate whose metric is missing or not a number fails with a message that says which file or key
@@ -69,6 +70,8 @@ def load_policy(path: str | Path) -> list[Gate]:
 
     path = Path(path)
     doc = read_yaml(path, "gate policy", "give a YAML file like examples/gates.yaml")
+    if isinstance(doc, dict):
+        _no_unknown_keys(doc, {"gates"}, str(path))
     raw = doc.get("gates") if isinstance(doc, dict) else None
     if not isinstance(raw, list) or not raw:
         raise MensError("gate policy needs a non-empty 'gates' list", str(path),
@@ -78,6 +81,7 @@ def load_policy(path: str | Path) -> list[Gate]:
         where = f"{path}: gates[{i}]"
         if not isinstance(g, dict):
             raise MensError("each gate must be a mapping", where, "write {name, metric, op, threshold}")
+        _no_unknown_keys(g, GATE_KEYS, where)  # a misspelt `blokcing: false` would leave the gate blocking
         metric = g.get("metric")
         if not isinstance(metric, str) or metric.split(".")[0] not in SOURCES or "." not in metric:
             raise MensError(f"metric {metric!r} must start with eval., bench. or train.", where,
@@ -95,6 +99,19 @@ def load_policy(path: str | Path) -> list[Gate]:
         gates.append(Gate(name=str(g.get("name") or metric), metric=metric, op=op,
                           threshold=float(threshold), blocking=blocking))
     return gates
+
+
+GATE_KEYS = {"name", "metric", "op", "threshold", "blocking"}
+
+
+def _no_unknown_keys(mapping: dict, known: set[str], where: str) -> None:
+    import difflib
+
+    for key in mapping:
+        if str(key) not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            raise MensError(f"unknown key {str(key)!r}", where,
+                            f"did you mean {close[0]!r}?" if close else f"use {', '.join(sorted(known))}")
 
 
 def metric_range(metric: str) -> tuple[float, float] | None:
