@@ -271,6 +271,12 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"drill_english_names": -1}}, "generate_data.drill_english_names must be a share from 0 to 1"),
     ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
     ({"model": 5}, "model must be a model path or hub id"),
+    # the mix section, by the mix's own parser, before the corpus stages run
+    ({"mix": {"sources": [{"path": "a.jsonl", "weight": -1}]}}, "'weight' must be a number between 0.0 and 100.0"),
+    ({"mix": {"sources": [{"path": "a.jsonl", "wieght": 2}]}}, "unknown source key(s) wieght"),
+    ({"mix": {"shufle": False}}, "p.yaml: mix) — did you mean 'shuffle'?"),
+    ({"mix": {"output": "t.jsonl"}}, "mix.output is set by the pipeline"),
+    ({"mix": ["a.jsonl"]}, "mix must be a mapping"),
 ])
 def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, tmp_path, edit, message):
     """Found when the config is read (even by --dry-run), not when the stage reading it is

@@ -81,6 +81,7 @@ def test_missing_source_fails_unless_allowed(tmp_path, sources, run_cli):
     ("sources: [a.jsonl]", "'output'"),
     ("sources: [{path: a.jsonl, weight: -1}]\noutput: t.jsonl", "'weight'"),
     ("sources: [{path: a.jsonl, sample_rate: 2}]\noutput: t.jsonl", "'sample_rate'"),
+    ("sources: [{path: a.jsonl, weight: 1.0e+9}]\noutput: t.jsonl", "'weight' must be a number between 0.0 and 100.0"),
     ("sources: [{path: a.jsonl, color: red}]\noutput: t.jsonl", "unknown source key"),
     ("sources: [a.jsonl]\noutput: t.jsonl\nseeed: 1", "unknown key"),
     ("sources: [a.jsonl]\noutput: t.jsonl\nseed: x", "'seed'"),
@@ -90,6 +91,16 @@ def test_missing_source_fails_unless_allowed(tmp_path, sources, run_cli):
 def test_bad_config_is_a_clear_error(tmp_path, sources, text, message):
     with pytest.raises(MensError, match=message):
         load_config(config(tmp_path, text))
+
+
+@pytest.mark.parametrize("text, what, todo", [
+    ("sources: [{path: a.jsonl, wieght: 2}]\noutput: t.jsonl", "unknown source key(s) wieght", "did you mean 'weight'?"),
+    ("sources: [a.jsonl]\noutput: t.jsonl\nseeed: 1", "unknown key(s) seeed", "did you mean 'seed'?"),
+])
+def test_a_misspelt_key_is_named_with_the_close_one(tmp_path, sources, text, what, todo):
+    with pytest.raises(MensError) as err:
+        load_config(config(tmp_path, text))
+    assert err.value.what == what and err.value.todo == todo
 
 
 def test_malformed_rows_strict_by_default(tmp_path, write_jsonl, run_cli):

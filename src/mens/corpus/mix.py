@@ -10,7 +10,7 @@ config file's folder; a `path` ending in `.parquet` is read with pyarrow, and `h
 is a Hub dataset read with `datasets` (online only). `record_format` is `auto` (each file's first
 row decides) or one of `mens.formats.FORMATS`; every row of a source must be in that one format,
 and is written out in the pair contract. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
-draw), so the expected share is exact and the output reproducible. Strict by default: a missing
+draw; at most 100), so the expected share is exact and the output reproducible. Strict by default: a missing
 non-optional source or a malformed row fails the mix (`allow_missing` / `lenient` relax that).
 A caller that already holds the spec (`mens pipeline`) builds a `MixConfig` with `parse_config`
 and calls `mix_pairs`, with no YAML in between. The report `<output stem>.mix_report.json`
@@ -38,6 +38,9 @@ from mens.files import write_jsonl_atomic
 from mens.records import HUB_PREFIX, hub_dataset, iter_pairs
 
 RECORD_FORMATS = ("auto", *FORMATS)
+# Each row is emitted about `weight` times: a weight of 1e9 (a typo) would exhaust the memory
+# before anything is written. 100 copies of a row is already far past any useful mix.
+MAX_WEIGHT = 100.0
 _SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format"}
 _TOP_KEYS = {"sources", "output", "seed", "include_lanes", "exclude_lanes", "shuffle"}
 
@@ -69,6 +72,17 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
     return float(value)
 
 
+def _no_unknown_keys(mapping: dict, known: set[str], where: str, what: str) -> None:
+    """A misspelt key (`wieght: 2`) is named with the key it is closest to, never ignored."""
+    import difflib
+
+    unknown = sorted(str(k) for k in mapping if str(k) not in known)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        raise MensError(f"unknown {what}(s) {', '.join(unknown)}", where,
+                        f"did you mean {close[0]!r}?" if close else f"use {', '.join(sorted(known))}")
+
+
 def _flag(value: Any, key: str, where: str, default: bool) -> bool:
     if value is None:
         return default
@@ -91,9 +105,7 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
     joined to `base`; errors name `where`."""
     if not isinstance(raw, dict):
         raise MensError("mix config must be a mapping", where, "give sources: and output:")
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise MensError(f"unknown key(s) {', '.join(sorted(unknown))}", where, f"use {', '.join(sorted(_TOP_KEYS))}")
+    _no_unknown_keys(raw, _TOP_KEYS, where, "key")
     if not isinstance(raw.get("sources"), list) or not raw["sources"]:
         raise MensError("'sources' must be a non-empty list", where, "list the pair files to mix")
     if not isinstance(raw.get("output"), str):
@@ -105,14 +117,12 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
             src = {"path": src}
         if not isinstance(src, dict) or not isinstance(src.get("path"), str):
             raise MensError("a source needs a 'path'", at, "write {path: …, weight: …}")
-        if set(src) - _SOURCE_KEYS:
-            raise MensError(f"unknown source key(s) {', '.join(sorted(set(src) - _SOURCE_KEYS))}", at,
-                            f"use {', '.join(sorted(_SOURCE_KEYS))}")
+        _no_unknown_keys(src, _SOURCE_KEYS, at, "source key")
         fmt = src.get("record_format", "auto")
         if fmt not in RECORD_FORMATS:
             raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")
         rate = src.get("sample_rate")
-        sources.append(MixSource(_join(base, src["path"]), _num(src.get("weight", 1.0), "weight", at, 0.0),
+        sources.append(MixSource(_join(base, src["path"]), _num(src.get("weight", 1.0), "weight", at, 0.0, MAX_WEIGHT),
                                  _flag(src.get("optional"), "optional", at, False),
                                  None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt))
     lanes = {}

@@ -234,7 +234,26 @@ def check_keys(config: dict[str, Any], where: str) -> None:
                 raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
                                 f"use {', '.join(sorted(keys))}")
     _check_own_values(config, where)
+    _check_mix(config, where)
     _check_training_values(config, where)
+
+
+def _check_mix(config: dict[str, Any], where: str) -> None:
+    """The `mix` section (a mix.yaml minus `output`), checked by the mix's own parser when the
+    config is read: a `wieght: 2` or a `weight: -1` found only by the mix stage costs the corpus
+    stages before it. Paths are not looked up: the stages before the mix make them."""
+    from mens.corpus.mix import parse_config
+
+    section = config.get("mix")
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise MensError(f"mix must be a mapping, got {section!r}", where, "fix mix (see examples/pipeline.yaml)")
+    if "output" in section:
+        raise MensError("mix.output is set by the pipeline (WORK_DIR/data/train.jsonl)", where,
+                        "leave mix.output out")
+    sources = section.get("sources") or ["pairs.valid.jsonl"]  # the stage's defaults stand in when none
+    parse_config({**section, "sources": sources, "output": "train.jsonl"}, Path("."), f"{where}: mix")
 
 
 def _check_own_values(config: dict[str, Any], where: str) -> None:
