@@ -84,7 +84,7 @@ def test_dpo_resume_reproduces_an_uninterrupted_run(tiny_model_dir, prefs_dir, t
 
 @pytest.mark.parametrize("rows, phrase", [
     ([], "no preference rows"),
-    ([{"prompt": "p", "chosen": "a"}], "needs non-empty strings"),
+    ([{"prompt": "p", "chosen": "a"}], "field 'rejected' is missing"),
     ([{"prompt": "p", "chosen": "a", "rejected": "a"}], "are the same text"),
 ])
 def test_bad_prefs(run_cli, tiny_model_dir, tmp_path, rows, phrase):

@@ -77,6 +77,14 @@ CASES = {
     "dpo-beta-text": (D + ["--beta", "hot"], "argument --beta: invalid float value: 'hot'"),
     "dpo-model-missing": (["dpo", "--model", "./nowhere/model"] + D[3:], "model path not found"),
     "dpo-data-missing": (D[:3] + ["--data-dir", "{t}/nowhere"] + D[5:], "preference file not found"),
+    # a bad preference row names its field and line
+    "dpo-row-no-rejected": (D[:3] + ["--data-dir", "{t}/prefs_no_rejected.jsonl"] + D[5:],
+                            "field 'rejected' is missing (a preference row needs prompt, chosen and rejected) "
+                            "({t}/prefs_no_rejected.jsonl:2)"),
+    "dpo-row-chosen-int": (D[:3] + ["--data-dir", "{t}/prefs_chosen_int.jsonl"] + D[5:],
+                           "field 'chosen' must be a non-empty string, got int ({t}/prefs_chosen_int.jsonl:2)"),
+    "dpo-row-list": (D[:3] + ["--data-dir", "{t}/prefs_list.jsonl"] + D[5:],
+                     "a preference row must be a JSON object, got list ({t}/prefs_list.jsonl:2)"),
     # mens rl: flags
     "rl-num-generations-one": (R + ["--num-generations", "1"],
                                "num_generations must be 2 or more, got 1 (--num-generations)"),
@@ -146,6 +154,9 @@ def inputs(t: Path) -> None:
     row = {"prompt": "Write a Vox function that adds.", "chosen": "```vox\nfn a() to int {\n    return 1\n}\n```",
            "rejected": "```vox\nfn a( {\n```"}
     (t / "prefs.jsonl").write_text(json.dumps(row) + "\n")
+    for name, bad in {"no_rejected": {"prompt": "p", "chosen": "c"}, "chosen_int": {**row, "chosen": 5},
+                      "list": [1, 2]}.items():
+        (t / f"prefs_{name}.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(bad) + "\n")
     (t / "prompts.jsonl").write_text(json.dumps({"prompt": "Write a Python function.", "lang": "python"}) + "\n")
     (t / "notrun").mkdir()
     (t / "notrun" / "notes.txt").write_text("mine")

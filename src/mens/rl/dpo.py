@@ -66,10 +66,16 @@ def read_prefs(path: str | Path) -> list[dict[str, Any]]:
     rows = []
     for lineno, obj in iter_jsonl(path, has_lenient=False):
         where = f"{path}:{lineno}"
-        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k].strip()
-                                                for k in ("prompt", "chosen", "rejected")):
-            raise MensError("a preference row needs non-empty strings 'prompt', 'chosen' and 'rejected'", where,
+        if not isinstance(obj, dict):
+            raise MensError(f"a preference row must be a JSON object, got {type(obj).__name__}", where,
                             "build it with `mens corpus prefs`")
+        for key in ("prompt", "chosen", "rejected"):
+            if key not in obj:
+                raise MensError(f"field '{key}' is missing (a preference row needs prompt, chosen and rejected)",
+                                where, "build it with `mens corpus prefs`")
+            if not isinstance(obj[key], str) or not obj[key].strip():
+                raise MensError(f"field '{key}' must be a non-empty string, got {_kind(obj[key])}", where,
+                                "build it with `mens corpus prefs`")
         if obj["chosen"] == obj["rejected"]:
             raise MensError("'chosen' and 'rejected' are the same text", where, "drop the row")
         rows.append({"prompt": [{"role": "user", "content": obj["prompt"]}],
@@ -78,6 +84,10 @@ def read_prefs(path: str | Path) -> list[dict[str, Any]]:
     if not rows:
         raise MensError("no preference rows", str(path), "build them with `mens corpus prefs`")
     return rows
+
+
+def _kind(value: Any) -> str:
+    return "an empty string" if isinstance(value, str) else "null" if value is None else type(value).__name__
 
 
 def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions = DpoOptions(),
