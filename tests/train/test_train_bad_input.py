@@ -94,13 +94,13 @@ def with_(name: str, value: str) -> list[str]:
 NO_STEPS = T[:-2]
 CASES = {
     # numbers: ranges checked by TrainConfig.validate
-    "lr-zero": (flag("--lr", "0"), 2, "lr must be positive, got 0.0"),
+    "lr-zero": (flag("--lr", "0"), 2, "lr must be positive, got 0.0 (--lr)"),
     "lr-negative": (flag("--lr", "-0.0001"), 2, "lr must be positive"),
     "lr-inf": (flag("--lr", "inf"), 2, "lr must be a finite number, got inf"),
     "lr-nan": (flag("--lr", "nan"), 2, "lr must be positive, got nan"),
     "epochs-zero": (NO_STEPS + ["--epochs", "0"], 2, "epochs must be positive, got 0.0"),
     "epochs-inf": (NO_STEPS + ["--epochs", "inf"], 2, "epochs must be a finite number, got inf"),
-    "max-steps-zero": (with_("--max-steps", "0"), 2, "max_steps must be >= 1, got 0"),
+    "max-steps-zero": (with_("--max-steps", "0"), 2, "max_steps must be >= 1, got 0 (--max-steps)"),
     "max-steps-negative": (with_("--max-steps", "-5"), 2, "max_steps must be >= 1, got -5"),
     "seq-len-zero": (flag("--seq-len", "0"), 2, "seq_len must be >= 1, got 0"),
     "micro-batch-zero": (flag("--micro-batch", "0"), 2, "micro_batch must be >= 1"),
@@ -205,7 +205,7 @@ CASES = {
     # config YAML
     "config-missing": (flag("--config", "{t}/none.yaml"), 2, "config file not found ({t}/none.yaml)"),
     "config-folder": (flag("--config", "{t}/adir"), 2, "config file not found ({t}/adir)"),
-    "config-wrong-type": (flag("--config", "{t}/cfg_fast.yaml"), 2, "lr must be a number, got 'fast'"),
+    "config-wrong-type": (flag("--config", "{t}/cfg_fast.yaml"), 2, "lr must be a number, got 'fast' ({t}/cfg_fast.yaml: lr)"),
     "config-unknown-key": (flag("--config", "{t}/cfg_unknown.yaml"), 2, "unknown config key 'learning_rat'"),
     "config-not-mapping": (flag("--config", "{t}/cfg_list.yaml"), 2, "config must be a mapping of field: value"),
     "config-binary": (flag("--config", "{t}/cfg_binary.yaml"), 2, "config file is not UTF-8 text ({t}/cfg_binary.yaml)"),
@@ -213,10 +213,10 @@ CASES = {
     "config-malformed": (flag("--config", "{t}/cfg_malformed.yaml"), 2, "config file is not valid YAML"),
     "config-key-twice": (flag("--config", "{t}/cfg_twice.yaml"), 2,
                          "key 'lr' appears twice (first at line 1) ({t}/cfg_twice.yaml:3)"),
-    "config-negative-steps": (T[:-2] + ["--config", "{t}/cfg_steps.yaml"], 2, "max_steps must be >= 1, got -4"),
+    "config-negative-steps": (T[:-2] + ["--config", "{t}/cfg_steps.yaml"], 2, "max_steps must be >= 1, got -4 ({t}/cfg_steps.yaml: max_steps)"),
     "config-beta-above-one": (flag("--config", "{t}/cfg_betas.yaml"), 2, "adam_betas must be in [0, 1)"),
     "config-bf16-not-bool": (flag("--config", "{t}/cfg_bf16.yaml"), 2, "bf16 must be true or false, got 'maybe'"),
-    "config-epochs-inf": (T[:-2] + ["--config", "{t}/cfg_epochs_inf.yaml"], 2, "epochs must be a finite number"),
+    "config-epochs-inf": (T[:-2] + ["--config", "{t}/cfg_epochs_inf.yaml"], 2, "epochs must be a finite number, got inf ({t}/cfg_epochs_inf.yaml: epochs)"),
     "config-preset-unknown": (T[:7] + T[9:] + ["--config", "{t}/cfg_preset.yaml"], 2,
                               "unknown preset 'huge' ({t}/cfg_preset.yaml)"),
     # the base model

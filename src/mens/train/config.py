@@ -169,7 +169,7 @@ class TrainConfig:
             allowed, value = f.metadata.get("choices"), getattr(self, f.name)
             for item in (value if isinstance(value, list) else [value]):
                 if allowed and item is not None and item not in allowed:
-                    raise bad(f"unknown {f.name} value {item!r} (--{f.name.replace('_', '-')})",
+                    raise bad(f"unknown {f.name} value {item!r}",
                               f"use one of {', '.join(allowed)}")
         if self.distributed == "fsdp" and self.bench:
             raise bad("--distributed fsdp does not support --bench (a mid-run bench needs the whole model "
@@ -404,7 +404,24 @@ def resolve_config(flags: dict[str, Any], yaml_path: str | None = None,
         cfg = TrainConfig(**values)
     except TypeError as err:
         raise MensError(f"bad training config: {err}", yaml_path or "flags", "see docs/training.md") from None
-    return cfg.validate()
+    try:
+        return cfg.validate()
+    except MensError as exc:  # name where the bad value came from: the YAML file or the flag
+        name = _named_field(exc.what)
+        if exc.where == "training config" and name in given:
+            exc.where = f"--{name.replace('_', '-')}"
+        elif exc.where == "training config" and name in from_yaml and yaml_path:
+            exc.where = f"{yaml_path}: {name}"
+        raise
+
+
+def _named_field(what: str) -> str | None:
+    """The TrainConfig field an error of `validate` is about (`lr must be …`, `unknown dtype
+    value …`), or None."""
+    import re
+
+    match = re.match(r"(?:unknown )?([a-z][a-z0-9_]*)\b", what)
+    return match.group(1) if match and match.group(1) in FIELD_NAMES else None
 
 
 def replace(cfg: TrainConfig, **changes: Any) -> TrainConfig:
