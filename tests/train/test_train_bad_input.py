@@ -146,6 +146,8 @@ CASES = {
     "curriculum-data-empty": (flag("--curriculum-data", "{t}/data_empty", "--curriculum-steps", "1"), 2,
                               "train.jsonl holds no training pairs"),
     # argparse: one line naming the command, not a usage block
+    "raw-text-file": (flag("--raw-text", "{t}/afile"), 2, "raw-text directory '{t}/afile' is a file, not a folder"),
+    "raw-text-missing": (flag("--raw-text", "{t}/nowhere"), 2, "raw-text directory '{t}/nowhere' does not exist"),
     "lr-not-a-number": (flag("--lr", "fast"), 2, "argument --lr: invalid float value: 'fast' (mens train)"),
     "max-steps-not-int": (with_("--max-steps", "many"), 2, "argument --max-steps: invalid int value: 'many'"),
     "backend-unknown": (flag("--backend", "magic"), 2, "argument --backend: invalid choice: 'magic'"),

@@ -218,7 +218,8 @@ def raw_text_files(directory: str | Path) -> list[Path]:
     """Regular text files under `directory`, sorted, skipping hidden paths."""
     root = Path(directory)
     if not root.is_dir():
-        raise MensError(f"raw-text directory {str(root)!r} does not exist", where="--raw-text",
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise MensError(f"raw-text directory {str(root)!r} {what}", where="--raw-text",
                         todo="point --raw-text at a folder of source files")
     files = []
     for path in sorted(root.rglob("*")):
