@@ -90,6 +90,8 @@ def check_source(path_or_id: str) -> None:
     or a hub id not in the cache while offline, is a user error with a clear line."""
     p = Path(path_or_id)
     if p.exists():
+        if not p.is_dir():
+            raise MensError("is a file, not a model directory", str(p), "give a run dir, a merged model dir or a hub id")
         if p.is_dir() and not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
             raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
                             "give a run dir, a merged model dir or a hub id")

@@ -179,7 +179,7 @@ CASES = {
     # bench: models
     "bench-model-missing": (MB + ["{t}/nomodel"], 2, "model path not found ({t}/nomodel)"),
     "bench-model-empty-dir": (MB + ["{t}/adir"], 2, "not a model directory (no config.json or adapter_config.json)"),
-    "bench-model-is-file": (MB + ["{t}/afile"], 2, "({t}/afile)"),
+    "bench-model-is-file": (MB + ["{t}/afile"], 2, "is a file, not a model directory ({t}/afile)"),
     "bench-model-hub-offline": (MB + ["nobody/no-such-model"], 2, "is not in the local cache and HF_HUB_OFFLINE=1"),
     "bench-model-garbage-config": (MB + ["{t}/m_badconfig"], 2, "corrupt JSON file"),
     "bench-model-binary-config": (MB + ["{t}/m_binaryconfig"], 2, "({t}/m_binaryconfig/config.json)"),
@@ -287,6 +287,10 @@ CASES = {
     # merge
     "merge-missing-run": (["merge", "{t}/none", "--out", "{t}/m"], 2, "run directory not found ({t}/none)"),
     "merge-run-is-file": (["merge", "{t}/afile", "--out", "{t}/m"], 2, "is a file, not a run directory"),
+    "export-run-is-file": (["export", "{t}/afile", "--gguf", "{t}/m.gguf"], 2,
+                           "is a file, not a run or model directory ({t}/afile)"),
+    "push-run-is-file": (["push", "{t}/afile", "--repo", "me/x", "--dry-run", "{t}/staged"], 2,
+                         "is a file, not a run or model directory ({t}/afile)"),
     "merge-not-a-run": (["merge", "{t}/adir", "--out", "{t}/m"], 2, "not a run or model directory"),
     "merge-out-not-empty": (["merge", "{run}", "--out", "{t}/run"], 2, "output directory exists and is not empty"),
     "merge-out-is-file": (["merge", "{run}", "--out", "{t}/afile"], 2, "--out is a file, not a folder"),

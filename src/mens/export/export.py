@@ -42,6 +42,8 @@ def check_export_args(source: Path, out: Path, quant: str, lora_gguf: Path | Non
 
     from mens.export.gguf import QUANTS, gguf_tokenizer_kind
 
+    if source.is_file():
+        raise MensError("is a file, not a run or model directory", str(source), "give a mens run dir or a model dir")
     if not source.is_dir():
         raise MensError("run or model directory not found", str(source), "give a mens run dir or a model dir")
     if not (source / "config.json").is_file() and not is_adapter_run(source):

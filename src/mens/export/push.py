@@ -66,6 +66,9 @@ def check_push_args(source: Path, repo: str, upstream: str | None, dry_run: Path
 
     from mens.hf import check_files
 
+    if source.is_file():
+        raise MensError("is a file, not a run or model directory", str(source),
+                        "give a mens run dir or a merged model dir")
     if not source.is_dir():
         raise MensError("run or model directory not found", str(source), "give a mens run dir or a merged model dir")
     if not (source / "config.json").is_file() and not is_adapter_run(source):
