@@ -126,3 +126,20 @@ def test_links_out_of_the_tree_are_skipped_and_counted(tmp_path, run_cli):
     assert extract([root, outside], out).dropped["external_link"] == 1
     code, _, _ = run_cli("corpus", "extract", root, "-o", out, "--follow-external-links")
     assert code == 0 and "private_outside" in out.read_text()
+
+
+def test_bom_and_crlf_line_ends_are_not_part_of_the_units(tmp_path, run_cli):
+    """A file saved on Windows (BOM, CRLF) gives the same units as its LF twin, but its path."""
+    for name, (bom, end) in {"lf": (b"", b"\n"), "win": (b"\xef\xbb\xbf", b"\r\n")}.items():
+        (tmp_path / name / "docs").mkdir(parents=True)
+        (tmp_path / name / "a.py").write_bytes(bom + end.join([b"def f():", b"    return 1", b""]))
+        (tmp_path / name / "docs" / "d.md").write_bytes(bom + end.join(
+            [b"---", b"training_eligible: true", b"---", b"# T", b"", b"```python", b"x = 1", b"```", b""]))
+        code, _, err = run_cli("corpus", "extract", tmp_path / name, "-o", tmp_path / f"{name}.jsonl")
+        assert code == 0, err
+    lf, win = rows(tmp_path / "lf.jsonl"), rows(tmp_path / "win.jsonl")
+    assert [u["kind"] for u in lf] == ["file", "doc_code"]
+    drop = {"source", "path", "file_hash", "name"}
+    assert [{k: v for k, v in u.items() if k not in drop} for u in win] == \
+        [{k: v for k, v in u.items() if k not in drop} for u in lf]
+    assert all("\r" not in u["code"] for u in win)

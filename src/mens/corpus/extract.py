@@ -117,7 +117,9 @@ def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str,
     if b"\x00" in data[:8192]:
         return None, digest, ("binary", where, "contains NUL bytes")
     try:
-        return data.decode("utf-8-sig"), digest, None  # a leading BOM is not source text
+        # A leading BOM is not source text, nor is the \r of a Windows line end: the units (and
+        # the pairs trained on) hold the code with \n, whatever editor saved it.
+        return data.decode("utf-8-sig").replace("\r\n", "\n"), digest, None
     except UnicodeDecodeError as exc:
         return None, digest, ("not_utf8", where, f"byte {exc.start} is not UTF-8")
 
