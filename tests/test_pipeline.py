@@ -277,6 +277,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"mix": {"shufle": False}}, "p.yaml: mix) — did you mean 'shuffle'?"),
     ({"mix": {"output": "t.jsonl"}}, "mix.output is set by the pipeline"),
     ({"mix": ["a.jsonl"]}, "mix must be a mapping"),
+    ({"corpus": {"sources": ["nowhere"]}}, "corpus source not found: {t}/nowhere ({t}/p.yaml: corpus.sources)"),
 ])
 def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, tmp_path, edit, message):
     """Found when the config is read (even by --dry-run), not when the stage reading it is
@@ -286,7 +287,7 @@ def test_a_wrong_typed_config_value_is_an_error_before_any_stage_runs(run_cli, t
         config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) else value
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
     code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
-    assert code == 2 and message in err, err
+    assert code == 2 and message.format(t=tmp_path) in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 

@@ -173,6 +173,10 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
     ctx = Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+    for source in ctx.section("corpus").get("sources") or []:  # named now, not by the extract stage
+        if "{work_dir}" not in str(source) and not ctx.path(source).exists():
+            raise MensError(f"corpus source not found: {ctx.path(source)}", f"{path}: corpus.sources",
+                            "list existing source and docs folders (relative to the config's folder)")
     policy = ctx.path(ctx.section("gate").get("policy", "gates.yaml"))
     if policy.is_file():  # a policy mistake is named now, not by the gate stage after training
         from mens.evaluate.gates import load_policy
