@@ -112,6 +112,13 @@ CASES = {
     "generate-output-folder": (["generate-data", "--limit", "3", "-o", "{t}/adir"], 2, OUTPUT_IS_FOLDER),
     "mix-output-folder": (["corpus", "mix", "--config", str(EXAMPLES / "mix.yaml"), "-o", "{t}/adir"], 2,
                           OUTPUT_IS_FOLDER),
+    # two outputs in one file: the quarantine's write removed the output's temp (a stray empty file and
+    # "no such file" were all that came of it)
+    "quarantine-is-output": (["corpus", "validate", "{t}/pairs.jsonl", "-o", "{t}/v.jsonl", "--quarantine",
+                              "{t}/../{t.name}/v.jsonl"], 2,
+                             "--quarantine is the same file as -o ({t}/../{t.name}/v.jsonl) — give --quarantine a file"),
+    "quarantine-is-report": (["corpus", "validate", "{t}/pairs.jsonl", "-o", "{t}/v.jsonl", "--quarantine",
+                              "{t}/v.validate_report.json"], 2, "--quarantine is the same file as the validate report"),
     "quarantine-folder": (["corpus", "validate", "{t}/pairs.jsonl", "-o", "{t}/v.jsonl", "--quarantine", "{t}/adir"],
                           2, "(--quarantine {t}/adir)"),
     "validate-parent-is-file": (["corpus", "validate", "{t}/pairs.jsonl", "-o", "{t}/afile/v.jsonl"], 2,

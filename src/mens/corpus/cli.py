@@ -163,11 +163,21 @@ def _outputs(*paths: tuple[Path | None, str], report: str | None = None) -> None
     from mens.corpus.report import report_path
     from mens.files import check_output
 
+    from mens.errors import MensError
+
     for path, flag in paths:
         if path is not None:
             check_output(path, flag)
+    given = [(path, flag) for path, flag in paths if path is not None]
     if report:
         check_output(report_path(paths[0][0], report), "report")
+        given.insert(0, (report_path(paths[0][0], report), f"the {report} report"))
+    seen: dict[Path, str] = {}
+    for path, flag in given:  # two outputs in one file: the second write would replace the first
+        key = Path(path).resolve()
+        if key in seen:
+            raise MensError(f"{flag} is the same file as {seen[key]}", str(path), f"give {flag} a file of its own")
+        seen[key] = flag
 
 
 def _positive(value: int | None, flag: str, example: str) -> None:
