@@ -274,6 +274,18 @@ CASES = {
     # report
     "report-missing-run": (["report", "{t}/none"], 2, "run directory not found ({t}/none)"),
     "report-run-is-file": (["report", "{t}/afile"], 2, "is a file, not a run directory"),
+    # an output over what the command reads: its input, or another file of the run
+    "report-output-is-telemetry": (["report", "{t}/run", "-o", "{t}/run/telemetry.jsonl"], 2,
+                                   "the output would overwrite telemetry.jsonl, a file of the run"),
+    "gate-output-is-policy": (["gate", "--run", "{t}/run", "--policy", "{t}/policy.yaml", "-o", "{t}/policy.yaml"], 2,
+                              "the output would overwrite the input ({t}/policy.yaml)"),
+    "gate-output-is-manifest": (["gate", "--run", "{t}/run", "--policy", "{t}/policy.yaml", "-o",
+                                 "{t}/run/training_manifest.json"], 2,
+                                "the output would overwrite training_manifest.json, a file of the run"),
+    "bench-output-is-bench": (MB[:3] + ["-o", "{t}/bench.jsonl", "--model", "{run}"], 2,
+                              "the output would overwrite the input ({t}/bench.jsonl)"),
+    "bench-output-is-run-file": (MB[:3] + ["-o", "{t}/run/training_manifest.json", "--model", "{t}/run"], 2,
+                                 "the output would overwrite training_manifest.json, a file of the run"),
     "report-output-folder": (["report", "{t}/run", "-o", "{t}/adir"], 2, OUTPUT_IS_FOLDER),
     "report-output-under-file": (["report", "{t}/run", "-o", "{t}/afile/r.html"], 2, "is a file, not a folder"),
     "report-output-read-only": (["report", "{t}/run", "-o", "/proc/r.html"], 2, "cannot write in /proc"),

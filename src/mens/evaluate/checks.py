@@ -38,12 +38,27 @@ def check_bench_args(model: str | Path, bench: str | Path, *, k: int, n: int | N
         check_input_file(path, "--train-data")
     if out is not None:
         check_output(out, "-o")
+        check_run_output(out, model, "benchmark_results.json", *([bench] if Path(bench).is_file() else []),
+                         *(train_data or []))
     check_source(str(model))
     check_files(model)
     from mens.hf import adapter_base, is_adapter_run
 
     if is_adapter_run(model):
         check_files(adapter_base(model))
+
+
+def check_run_output(out: str | Path, run: str | Path, own: str, *inputs: str | Path) -> None:
+    """`-o` replaces none of what the command reads: not one of `inputs` (the policy, the bench,
+    the training data), and no file of the run directory but its own (`own`, e.g.
+    gate_receipt.json): `mens report RUN -o RUN/telemetry.jsonl` would put a page over the curves."""
+    from mens.files import check_not_input
+
+    out, run = Path(out), Path(run)
+    check_not_input(out, *inputs)
+    if run.is_dir() and out.is_file() and out.resolve().parent == run.resolve() and out.name != own:
+        raise MensError(f"the output would overwrite {out.name}, a file of the run", f"-o {out}",
+                        f"write it elsewhere, or leave -o out ({run / own})")
 
 
 def check_input_file(path: str | Path, flag: str) -> Path:

@@ -78,12 +78,14 @@ def _card(args) -> int:
 def _gate(args) -> int:
     from mens.evaluate.gates import enforce, format_receipt, run_gates
 
-    from mens.evaluate.checks import check_input_file, check_run
+    from mens.evaluate.checks import check_input_file, check_run, check_run_output
     from mens.files import check_output
 
     check_run(args.run)
     overrides = {k: check_input_file(v, f"--{k}") for k, v in (("eval", args.eval), ("bench", args.bench)) if v}
     check_output(args.output or args.run / "gate_receipt.json", "-o")
+    if args.output:
+        check_run_output(args.output, args.run, "gate_receipt.json", args.policy, *overrides.values())
     receipt = run_gates(args.run, args.policy, args.output, overrides)
     print(format_receipt(receipt))
     enforce(receipt)
@@ -151,12 +153,14 @@ def _decontaminate(args) -> int:
 
 
 def _report(args) -> int:
-    from mens.evaluate.checks import check_run
+    from mens.evaluate.checks import check_run, check_run_output
     from mens.evaluate.report import write_report
     from mens.files import check_output
 
     check_run(args.run)
     check_output(args.output or args.run / "report.html", "-o")
+    if args.output:
+        check_run_output(args.output, args.run, "report.html")
     path = write_report(args.run, args.output)
     print(path)
     return 0
