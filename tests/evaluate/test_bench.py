@@ -106,6 +106,12 @@ def test_bench_callback_and_user_errors(tmp_path, tiny_model_dir, run_cli):
     value = bench_callback(model, tok, bench, limit=2, max_new_tokens=8)
     assert 0.0 <= value <= 1.0 and model.training  # train mode restored
 
+    # k = 1: the summary names pass@1 once (not "pass@1 … pass@1 …").
+    code, stdout, err = run_cli("bench", "--model", tiny_model_dir, "--bench", bench, "--limit", "1",
+                                "--max-new-tokens", "4", "-o", tmp_path / "k1.json", "--device", "cpu")
+    assert code == 0, err
+    assert stdout.splitlines()[0].count("pass@") == 1
+
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", bench, "-k", "2", "-o", tmp_path / "x.json")
     assert code == 2 and "--temperature" in err
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", tmp_path / "none")

@@ -117,8 +117,9 @@ def _bench(args) -> int:
 
         attach_base(res, run_bench(args.base, args.bench, **opts), args.base)
         write_json_atomic(out, res)
+    at_k = f"pass@{res['k']} {res['pass_at_k']:.3f}  " if res["k"] > 1 else ""  # pass@1 once at k=1
     print(f"{res['n_tasks']} tasks x {res['n_samples']} samples: pass@1 {res['pass_at_1']:.3f}  "
-          f"pass@{res['k']} {res['pass_at_k']:.3f}  parses {res['parse_rate']:.3f}  "
+          f"{at_k}parses {res['parse_rate']:.3f}  "
           f"semantic {res['semantic_pass_rate']:.3f}  not-stub {res['anti_stub_rate']:.3f}")
     for name, c in res["by_category"].items():
         print(f"  {name:<16} {c['n_tasks']:>3} tasks  pass@1 {c['pass_at_1']:.3f}  parses {c['parse_rate']:.3f}")
