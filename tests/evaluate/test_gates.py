@@ -23,6 +23,10 @@ def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
     assert code == 0, out + err
     receipt = json.loads((run / "gate_receipt.json").read_text())
     assert receipt["passed"] is True
+    # One line per gate, its metric in one column however long the gate's name.
+    rows = [line for line in out.splitlines() if line.startswith("  PASS") or line.startswith("  WARN")]
+    assert len(rows) == len(receipt["gates"]) and len({row.index(g["metric"]) for row, g in
+                                                        zip(rows, receipt["gates"])}) == 1
     by_name = {g["name"]: g for g in receipt["gates"]}
     assert by_name["bench pass@1"]["verdict"] == "pass" and by_name["bench pass@1"]["blocking"] is True
     # The fine-tune kept its base's figures (no task lost), so the blocking base gates pass.

@@ -231,9 +231,12 @@ def run_gates(run_dir: str | Path, policy: str | Path, out: str | Path | None = 
 
 def format_receipt(receipt: dict) -> str:
     lines = []
+    # Columns as wide as the longest name and metric, so the shipped policy's long names line up.
+    name_w = max([28] + [len(g["name"]) for g in receipt["gates"]])
+    metric_w = max([30] + [len(g["metric"]) for g in receipt["gates"]])
     for g in receipt["gates"]:
         mark = "PASS" if g["verdict"] == "pass" else ("FAIL" if g["blocking"] else "WARN")
-        lines.append(f"  {mark:4}  {g['name']:<28} {g['metric']:<30} {g['message']}")
+        lines.append(f"  {mark:4}  {g['name']:<{name_w}} {g['metric']:<{metric_w}} {g['message']}")
     lines.append("gates passed" if receipt["passed"]
                  else f"blocking gate(s) failed: {', '.join(receipt['blocking_failures'])}")
     return "\n".join(lines)
