@@ -16,6 +16,7 @@ def test_card_renders_every_section_present(tmp_path, run_cli):
                    "## Gates", "Overall: **PASSED**", "`bench.pass_at_1`", "| licence | apache-2.0 |",
                    "`gate_receipt.json`"):
         assert needle in text, needle
+    assert text.count("| pass@1 | 0.25 |") == 1  # k = 1: pass@k is pass@1, listed once
 
 
 def test_card_of_a_bare_run_says_what_is_unknown(tmp_path):

@@ -21,7 +21,8 @@ def _front_matter(text: str) -> dict:
 
 def test_adapter_run_dry_run(run_cli, make_adapter_run, tmp_path):
     run = make_adapter_run("push-lora")
-    (run / "benchmark_results.json").write_text(json.dumps({"bench": "vox", "pass_at_1": 0.4, "parse_rate": 0.9}))
+    (run / "benchmark_results.json").write_text(json.dumps({"bench": "vox", "k": 1, "pass_at_1": 0.4,
+                                                                   "pass_at_k": 0.4, "parse_rate": 0.9}))
     (run / "gate_receipt.json").write_text(json.dumps({"passed": True, "policy": "p", "gates": [
         {"name": "parse", "metric": "parse_rate", "value": 0.9, "op": ">=", "threshold": 0.8, "blocking": True,
          "verdict": "pass"}]}))
@@ -39,6 +40,8 @@ def test_adapter_run_dry_run(run_cli, make_adapter_run, tmp_path):
     meta = _front_matter(card)
     assert meta["base_model"] == "Qwen/Qwen2.5-0.5B" and meta["library_name"] == "peft"
     assert "mens" in meta["tags"] and "mens-gates-passed" in meta["tags"]
+    types = [m["type"] for r in meta["model-index"][0]["results"] for m in r["metrics"]]
+    assert types.count("pass@1") == 1  # k = 1: pass@k is pass@1, listed once
     metrics = {m["type"]: m["value"] for r in meta["model-index"][0]["results"] for m in r["metrics"]}
     assert metrics["pass@1"] == 0.4 and metrics["parse_rate"] == 0.9
     assert "## Gates" in card and "telemetry.jsonl" not in card
@@ -131,7 +134,8 @@ def test_push_to_local_hub(run_cli, make_adapter_run, tiny_model_dir, hub, tmp_p
                     hyperparameters={"model": str(tiny_model_dir), "output_dir": str(run), "lr": 1e-3},
                     tokenizer={"source": str(tiny_model_dir)})
     (run / "training_manifest.json").write_text(json.dumps(manifest))
-    (run / "benchmark_results.json").write_text(json.dumps({"bench": "vox", "pass_at_1": 0.4, "parse_rate": 0.9}))
+    (run / "benchmark_results.json").write_text(json.dumps({"bench": "vox", "k": 1, "pass_at_1": 0.4,
+                                                                   "pass_at_k": 0.4, "parse_rate": 0.9}))
     (run / "gate_receipt.json").write_text(json.dumps({"passed": True, "policy": str(tmp_path / "gates.yaml"),
                                                        "gates": []}))
     (run / "checkpoint-10").mkdir()

@@ -130,7 +130,8 @@ def _bench_section(bench: dict) -> list[str]:
     k = bench.get("k")
     out += _table([("bench", bench.get("bench")), ("tasks", bench.get("n_tasks")),
                    ("samples per task", bench.get("n_samples")), ("temperature", bench.get("temperature")),
-                   ("pass@1", bench.get("pass_at_1")), (f"pass@{k}" if k else "pass@k", bench.get("pass_at_k")),
+                   ("pass@1", bench.get("pass_at_1")),
+                   *([] if k == 1 else [(f"pass@{k}" if k else "pass@k", bench.get("pass_at_k"))]),  # k=1: pass@1
                    ("parse rate", bench.get("parse_rate")),
                    ("semantic pass rate", bench.get("semantic_pass_rate")),
                    ("anti-stub rate", bench.get("anti_stub_rate"))], ("metric", "value"))
@@ -217,7 +218,8 @@ def hub_metadata(run_dir: str | Path, *, adapter: bool, base_model: str | None) 
     results = []
     bench_name = str(bench.get("bench") or "mens bench")
     k = bench.get("k")
-    for metric, key in (("pass@1", "pass_at_1"), (f"pass@{k}" if k else "pass@k", "pass_at_k"),
+    at_k = [] if k == 1 else [(f"pass@{k}" if k else "pass@k", "pass_at_k")]  # at k=1 it is pass@1 again
+    for metric, key in (("pass@1", "pass_at_1"), *at_k,
                         ("parse_rate", "parse_rate"), ("semantic_pass_rate", "semantic_pass_rate")):
         if isinstance(bench.get(key), (int, float)):
             results.append(EvalResult(task_type="text-generation", dataset_type="mens-bench", dataset_name=bench_name,
