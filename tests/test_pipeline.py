@@ -201,6 +201,7 @@ def test_examples_pipeline_config_plans(run_cli, tmp_path, name):
     code, out, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--dry-run")
     assert code == 0, err
     assert list(_stages(err)) == STAGE_NAMES
+    assert not (tmp_path / "work").exists()  # a dry run writes nothing, not even the work dir
 
 
 def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):

@@ -351,7 +351,8 @@ def run_pipeline(ctx: Context, stages: list[Stage], *, dry_run: bool = False,
 
 def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
                 on_stage: Callable[[StageOutcome], None] | None) -> list[StageOutcome]:
-    ctx.work.mkdir(parents=True, exist_ok=True)
+    if not dry_run:  # a dry run writes nothing, not even an empty work dir
+        ctx.work.mkdir(parents=True, exist_ok=True)
     state = load_state(ctx.work)
     outcomes: list[StageOutcome] = []
     gate_failure: GateFailure | None = None
