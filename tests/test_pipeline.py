@@ -204,6 +204,23 @@ def test_examples_pipeline_config_plans(run_cli, tmp_path, name):
     assert not (tmp_path / "work").exists()  # a dry run writes nothing, not even the work dir
 
 
+@pytest.mark.parametrize("model, phrase", [("no-such-org/no-such-model", "not in the local cache"),
+                                           ("./no/such/dir", "model path not found")])
+def test_a_model_that_cannot_load_stops_the_pipeline_before_the_corpus(run_cli, tmp_path, monkeypatch, model, phrase):
+    """`--model` an uncached hub id while offline, or a path that is not there: one line, exit 2,
+    before extract runs (not after the corpus and synthetic stages)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text())
+    config["work_dir"] = str(tmp_path / "work")
+    config["corpus"]["sources"] = [str(EXAMPLES / s) for s in config["corpus"]["sources"]]
+    config["bench"]["path"] = str(EXAMPLES / config["bench"]["path"])
+    config["gate"]["policy"] = str(EXAMPLES / config["gate"]["policy"])
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", tmp_path / "p.yaml", "--model", model)
+    assert code == 2 and phrase in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "work").exists()
+
+
 def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     """The engine on two small stages of its own: an interrupted stage is retried with
     ctx.resume set when nothing changed, and from scratch when its input did."""

@@ -29,6 +29,12 @@ def _pipeline(args) -> int:
         raise MensError("no pipeline.yaml here", str(Path.cwd()), "pass --config examples/pipeline.yaml")
     ctx = load_config(args.config, model=args.model)
     stages = select(STAGES, args.stages)
+    if ctx.model and any(s.name in ("train", "bench") for s in stages):
+        from mens.hf import check_source
+
+        # A missing path, or a hub id that is not cached while offline, is said now, not after
+        # the corpus stages have run.
+        check_source(ctx.model)
     if any(s.name == "bench" for s in stages):
         from mens.pipeline.judging import check_bench_section
 
