@@ -489,3 +489,14 @@ def test_quality_line_says_what_the_fine_tune_did_to_its_base(tmp_path):
         "answers and gained 0)")
     path.write_text("{")
     assert quality_line(path) is None
+
+
+
+def test_help_names_every_stage(capsys):
+    """`mens pipeline --help` lists the stages in order, the optional dpo and rl too."""
+    from mens.cli import main
+    from mens.pipeline.stages import STAGES
+
+    with pytest.raises(SystemExit):
+        main(["pipeline", "--help"])
+    assert ", ".join(s.name for s in STAGES) in " ".join(capsys.readouterr().out.split())
