@@ -40,8 +40,9 @@ def test_gates_from_flags_and_env(tmp_path, write_jsonl, run_cli, monkeypatch):
     out = tmp_path / "e.json"
     code, stdout, _ = run_cli("corpus", "eval", src, "-o", out, "--min-parse-rate", "0.5")
     assert code == 0 and "parse rate 0.667" in stdout
-    code, _, err = run_cli("corpus", "eval", src, "-o", out, "--min-parse-rate", "0.9")
+    code, stdout, err = run_cli("corpus", "eval", src, "-o", out, "--min-parse-rate", "0.9")
     assert code == 1 and "parse_rate 0.6667 < 0.9" in err and out.exists()
+    assert "parse rate 0.667" in stdout  # the summary line is printed when the gate fails too
     assert json.loads(out.read_text())["gate"]["passed"] is False
     code, _, err = run_cli("corpus", "eval", src, "-o", out, "--min-coverage", "50")
     assert code == 1 and "coverage" in err

@@ -3,6 +3,7 @@ over the stage functions in mens.corpus.*; each prints a one-line summary and wr
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -261,18 +262,29 @@ def _mix(args) -> int:
 def _eval(args) -> int:
     from mens.corpus.evaluate import evaluate
 
+    from mens.errors import GateFailure
+
     check_not_input(args.output, args.file)
     _outputs((args.output, "-o"))
-    res = evaluate(args.file, args.output, min_parse_rate=_env_float(args.min_parse_rate, "MENS_EVAL_MIN_PARSE_RATE"),
-                   min_coverage=_env_float(args.min_coverage, "MENS_EVAL_MIN_COVERAGE"),
-                   strict=args.strict or os.environ.get("MENS_EVAL_STRICT") == "1", lang=args.lang)
+    try:
+        res = evaluate(args.file, args.output,
+                       min_parse_rate=_env_float(args.min_parse_rate, "MENS_EVAL_MIN_PARSE_RATE"),
+                       min_coverage=_env_float(args.min_coverage, "MENS_EVAL_MIN_COVERAGE"),
+                       strict=args.strict or os.environ.get("MENS_EVAL_STRICT") == "1", lang=args.lang)
+    except GateFailure:  # the results are written: the summary line first, then the gate's verdict
+        _eval_summary(args, json.loads(Path(args.output).read_text(encoding="utf-8")))
+        raise
+    _eval_summary(args, res)
+    return 0
+
+
+def _eval_summary(args, res: dict) -> None:
     coverage = "n/a" if res["construct_coverage_pct"] is None else f"{res['construct_coverage_pct']}%"
     print(f"{args.file}: {res['total_samples']} samples, format {_rate(res['format_validity'])}, "
           f"parse rate {_rate(res['parse_rate'])} ({res['parsed_samples']}/{res['code_samples']}), "
           f"unchecked {res['unchecked_samples']}, prose {res['prose_samples']}, "
           f"coverage {res['construct_coverage']}/{res['construct_total']} ({coverage}), "
           f"unsafe {_rate(res['safety_rejection_rate'])} → {args.output}")
-    return 0
 
 
 def _env_float(flag: float | None, name: str) -> float | None:
