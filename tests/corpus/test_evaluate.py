@@ -196,3 +196,11 @@ def test_cli_lang_option(tmp_path, write_jsonl, run_cli):
     out.unlink()
     code, _, err = run_cli("corpus", "eval", src, "-o", out, "--lang", "no-such-grammar-xyz")
     assert code == 2 and "unknown language pack 'no-such-grammar-xyz' (--lang)" in err and not out.exists()
+
+
+def test_corpus_help_names_every_subcommand(run_cli):
+    """`mens corpus` alone prints its help; the group's line names each of its commands."""
+    code, out, _ = run_cli("corpus")
+    summary = " ".join(out.split()).split("positional arguments")[0]
+    assert code == 2 and all(name in summary for name in
+                             ("extract", "pairs", "validate", "mix", "eval", "stats", "prefs"))

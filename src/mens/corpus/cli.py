@@ -18,7 +18,7 @@ LANG_HELP = ("language pack (vox, python, a tree-sitter grammar) for rows that n
 
 def register(sub) -> None:
     corpus = add_group(sub, "corpus", "build a parser-verified training corpus: extract, pairs, validate, "
-                       "mix, eval, stats")
+                       "mix, eval, stats, prefs")
 
     p = corpus.add_parser("extract", help="source files and Markdown docs → units.jsonl",
                           description="Walk source files of every language pack and Markdown docs; write one "
