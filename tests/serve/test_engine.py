@@ -126,3 +126,26 @@ def test_nucleus_from_the_likeliest_candidates_equals_sorting_everything(peak):
         sorted_p, order = probs.sort(descending=True)
         sorted_p[sorted_p.cumsum(-1) - sorted_p > top_p] = 0.0
         assert torch.equal(_top_p(probs, top_p), torch.zeros_like(probs).scatter(-1, order, sorted_p)), top_p
+
+
+def test_the_kv_cache_goes_by_the_name_forward_takes(tiny_model_dir):
+    """transformers 5.2x renamed forward's `past_key_values` to `cache`: the old name warned at
+    every step of every request (and goes in 5.40). The engine asks the model which it takes,
+    through a PEFT wrapper too (whose forward takes **kwargs)."""
+    import warnings
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import DynamicCache
+
+    from mens.inference import load_model
+    from mens.serve.engine import _cache_kwarg, _cache_of
+
+    model, _, _ = load_model(tiny_model_dir, device="cpu")
+    name = _cache_kwarg(model)
+    wrapped = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"]))
+    assert _cache_kwarg(wrapped) == name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a deprecation warning fails the test
+        out = wrapped(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **{name: DynamicCache()})
+        assert _cache_of(out).get_seq_length() == 3

@@ -30,6 +30,7 @@ class Engine:
                  max_grammar_candidates: int = 1024):
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
+        self.cache_kwarg = _cache_kwarg(model)
         self.context_window = context_window
         self.max_batch, self.queue_size = max_batch, queue_size
         self.grammar = grammar                    # a serve.grammar.Constraint or None
@@ -210,25 +211,25 @@ class Engine:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
         out = self._forward(seqs, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                            position_ids=positions.to(self.device), past_key_values=cache,
+                            position_ids=positions.to(self.device), **{self.cache_kwarg: cache},
                             cache_position=torch.arange(width, device=self.device))
         self.stats["prefills"] += 1
         self._sample(seqs, out.logits[:, -1, :])
-        return out.past_key_values, mask.to(self.device)
+        return _cache_of(out), mask.to(self.device)
 
     def _decode_step(self, seqs: list[Seq], cache, mask):
         ids = torch.tensor([[s.pending] for s in seqs], device=self.device)
         positions = mask.sum(-1, keepdim=True)
         mask = torch.cat([mask, torch.ones((len(seqs), 1), dtype=mask.dtype, device=mask.device)], dim=1)
         out = self._forward(seqs, input_ids=ids, attention_mask=mask, position_ids=positions,
-                            past_key_values=cache,
+                            **{self.cache_kwarg: cache},
                             cache_position=torch.tensor([mask.shape[1] - 1], device=self.device))
         self.stats["decode_steps"] += 1
         with self._stats_lock:
             self.stats["batch_size_histogram"][len(seqs)] += 1
         self.stats["max_batch_size"] = max(self.stats["max_batch_size"], len(seqs))
         self._sample(seqs, out.logits[:, -1, :])
-        return out.past_key_values, mask
+        return _cache_of(out), mask
 
     def _retire(self, seqs: list[Seq], cache, mask):
         """Drop finished or cancelled rows from the batch and trim all-padding columns."""
@@ -353,6 +354,20 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     drop = top.cumsum(-1) - top > top_p  # keep the smallest prefix reaching top_p
     top = top.masked_fill(drop, 0.0)
     return torch.zeros_like(probs).scatter(-1, order, top)
+
+
+def _cache_kwarg(model) -> str:
+    """The name forward() takes the KV cache by: transformers 5.2x renamed `past_key_values` to
+    `cache` (the old name warns on every call, and goes in 5.40); earlier 5.x know only the old."""
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper takes **kwargs
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+def _cache_of(out):
+    """The KV cache a forward returned, under either name (see _cache_kwarg)."""
+    return out["cache"] if "cache" in out else out.past_key_values
 
 
 def _first_stop(text: str, stops: tuple[str, ...], sent: int) -> int | None:
