@@ -84,3 +84,14 @@ def test_the_merged_card_names_no_local_path_as_its_base(make_adapter_run, tmp_p
     assert code == 0, err
     meta = yaml.safe_load((tmp_path / "merged" / "README.md").read_text().split("---")[1])
     assert "base_model" not in meta and meta["library_name"] == "transformers"
+
+
+def test_a_whole_model_is_re_saved_and_reported_without_an_adapter(tiny_model_dir, tmp_path, run_cli):
+    """A full or scratch run has no adapter: the report and card speak of the re-save alone (they
+    said 'adapter vs merged', always 0, as if something had been folded)."""
+    out = tmp_path / "saved"
+    code, stdout, _ = run_cli("merge", tiny_model_dir, "--out", out, "--dtype", "f32")
+    assert code == 0
+    assert "run vs saved float32: 0.000e+00" in stdout and "adapter" not in stdout
+    card = (out / "README.md").read_text()
+    assert "no adapter to fold" in card and "adapter vs" not in card

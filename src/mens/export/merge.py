@@ -40,6 +40,7 @@ class MergeReport:
     max_logit_diff: float                  # adapter on the fp base vs merged (fp32): the fold's error
     max_logit_diff_saved: float            # adapter on the fp base vs the saved model in `dtype`
     max_logit_diff_vs_nf4: float | None = None  # QLoRA only: adapter on the NF4 base vs merged
+    adapter: bool = True                   # False: a full or scratch run, re-saved (nothing to fold)
     shards: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -70,11 +71,17 @@ def _model_card(report: MergeReport, manifest: dict, upstream_model_id: str | No
         ["tags: [mens, merged]"]
     if prov.get("license"):
         lines.append(f"license: {prov['license']}")
-    lines += ["---", "", f"# {Path(report.out).name}", "",
-              f"Merged by `mens merge` from the {report.backend} run `{report.run}`: the adapter is folded "
-              f"into the full-precision weights of `{report.base}` and saved in {report.dtype}.", "",
-              f"- largest logit difference, adapter vs merged (fp32): {report.max_logit_diff:.2e}",
-              f"- largest logit difference, adapter vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
+    if report.adapter:
+        lines += ["---", "", f"# {Path(report.out).name}", "",
+                  f"Merged by `mens merge` from the {report.backend} run `{report.run}`: the adapter is folded "
+                  f"into the full-precision weights of `{report.base}` and saved in {report.dtype}.", "",
+                  f"- largest logit difference, adapter vs merged (fp32): {report.max_logit_diff:.2e}",
+                  f"- largest logit difference, adapter vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
+    else:
+        lines += ["---", "", f"# {Path(report.out).name}", "",
+                  f"Saved by `mens merge` from the {report.backend} run `{report.run}` (a whole model: no "
+                  f"adapter to fold) in {report.dtype}.", "",
+                  f"- largest logit difference, run vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
     if report.max_logit_diff_vs_nf4 is not None:
         lines.append(f"- largest logit difference, adapter on the NF4 training base vs merged: "
                      f"{report.max_logit_diff_vs_nf4:.2e}")
@@ -125,7 +132,8 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
     merged.generation_config = generation_config(merged, tokenizer)
     merged = merged.to(target)
     report = MergeReport(run=str(run), out=str(out), base=base, backend=backend, dtype=str(target).split(".")[-1],
-                         max_logit_diff=fold_diff, max_logit_diff_saved=0.0, max_logit_diff_vs_nf4=nf4_diff)
+                         max_logit_diff=fold_diff, max_logit_diff_saved=0.0, max_logit_diff_vs_nf4=nf4_diff,
+                         adapter=is_adapter_run(run))
     with atomic_path(out) as tmp:
         tmp.mkdir()
         merged.save_pretrained(tmp, max_shard_size=max_shard_size)
@@ -186,9 +194,12 @@ def _nf4_gap(run: Path, base: str, tokenizer, prompts, reference_merged) -> floa
 
 def format_report(report: MergeReport) -> str:
     lines = [f"merged {report.backend} run {report.run} → {report.out} ({report.dtype}, {len(report.shards)} shard(s), "
-             f"{report.seconds:.1f}s)",
-             f"  max |logit diff| adapter vs merged (fp32): {report.max_logit_diff:.3e}",
-             f"  max |logit diff| adapter vs saved {report.dtype}: {report.max_logit_diff_saved:.3e}"]
+             f"{report.seconds:.1f}s)"]
+    if report.adapter:
+        lines += [f"  max |logit diff| adapter vs merged (fp32): {report.max_logit_diff:.3e}",
+                  f"  max |logit diff| adapter vs saved {report.dtype}: {report.max_logit_diff_saved:.3e}"]
+    else:  # a full or scratch run has no adapter: only the re-save's rounding to report
+        lines.append(f"  max |logit diff| run vs saved {report.dtype}: {report.max_logit_diff_saved:.3e}")
     if report.max_logit_diff_vs_nf4 is not None:
         lines.append(f"  max |logit diff| adapter on NF4 base vs merged: {report.max_logit_diff_vs_nf4:.3e}")
     return "\n".join(lines)
