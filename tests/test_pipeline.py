@@ -291,7 +291,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"model": 5}, "model must be a model path or hub id"),
     # the mix section, by the mix's own parser, before the corpus stages run
     ({"mix": {"sources": [{"path": "a.jsonl", "weight": -1}]}}, "'weight' must be a number between 0.0 and 100.0"),
-    ({"mix": {"sources": [{"path": "a.jsonl", "wieght": 2}]}}, "unknown source key(s) wieght"),
+    ({"mix": {"sources": [{"path": "a.jsonl", "wieght": 2}]}}, "unknown source key 'wieght'"),
     ({"mix": {"shufle": False}}, "p.yaml: mix) — did you mean 'shuffle'?"),
     ({"mix": {"output": "t.jsonl"}}, "mix.output is set by the pipeline"),
     ({"mix": ["a.jsonl"]}, "mix must be a mapping"),

@@ -25,6 +25,24 @@ class MensError(Exception):
         return line
 
 
+def did_you_mean(name: str, known, fallback: str) -> str:
+    """The fix for an unknown name: the known one closest to it, else `fallback`."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), sorted(map(str, known)), n=1)
+    return f"did you mean {close[0]!r}?" if close else fallback
+
+
+def refuse_unknown_keys(mapping: dict, known, where: str, what: str = "key") -> None:
+    """A misspelt key (`wieght: 2`, `blokcing: false`) is an error naming the key it is closest
+    to, never ignored (ignored, it leaves the default in force without a word)."""
+    unknown = sorted(str(k) for k in mapping if str(k) not in known)
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise MensError(f"unknown {what}{'s' if len(unknown) > 1 else ''} {names}", where,
+                        did_you_mean(unknown[0], known, f"use {', '.join(sorted(known))}"))
+
+
 class GateFailure(Exception):
     """A check that ran correctly and said no (a failed gate, a file that does not parse):
     exit code 1, not 2, because the input was fine and the answer is the result."""

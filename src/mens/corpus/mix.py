@@ -31,7 +31,7 @@ from typing import Any
 
 from mens.pipeline.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
-from mens.errors import MensError
+from mens.errors import MensError, refuse_unknown_keys
 from mens.progress import progress
 from mens.formats import FORMATS
 from mens.files import write_jsonl_atomic
@@ -72,17 +72,6 @@ def _num(value: Any, key: str, where: str, low: float, high: float | None = None
     return float(value)
 
 
-def _no_unknown_keys(mapping: dict, known: set[str], where: str, what: str) -> None:
-    """A misspelt key (`wieght: 2`) is named with the key it is closest to, never ignored."""
-    import difflib
-
-    unknown = sorted(str(k) for k in mapping if str(k) not in known)
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
-        raise MensError(f"unknown {what}(s) {', '.join(unknown)}", where,
-                        f"did you mean {close[0]!r}?" if close else f"use {', '.join(sorted(known))}")
-
-
 def _flag(value: Any, key: str, where: str, default: bool) -> bool:
     if value is None:
         return default
@@ -105,7 +94,7 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
     joined to `base`; errors name `where`."""
     if not isinstance(raw, dict):
         raise MensError("mix config must be a mapping", where, "give sources: and output:")
-    _no_unknown_keys(raw, _TOP_KEYS, where, "key")
+    refuse_unknown_keys(raw, _TOP_KEYS, where)
     if not isinstance(raw.get("sources"), list) or not raw["sources"]:
         raise MensError("'sources' must be a non-empty list", where, "list the pair files to mix")
     if not isinstance(raw.get("output"), str):
@@ -117,7 +106,7 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
             src = {"path": src}
         if not isinstance(src, dict) or not isinstance(src.get("path"), str):
             raise MensError("a source needs a 'path'", at, "write {path: …, weight: …}")
-        _no_unknown_keys(src, _SOURCE_KEYS, at, "source key")
+        refuse_unknown_keys(src, _SOURCE_KEYS, at, "source key")
         fmt = src.get("record_format", "auto")
         if fmt not in RECORD_FORMATS:
             raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")

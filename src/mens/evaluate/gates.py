@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mens.errors import GateFailure, MensError
+from mens.errors import GateFailure, MensError, refuse_unknown_keys
 from mens.evaluate.card import read_json
 from mens.files import write_json_atomic
 
@@ -71,7 +71,7 @@ def load_policy(path: str | Path) -> list[Gate]:
     path = Path(path)
     doc = read_yaml(path, "gate policy", "give a YAML file like examples/gates.yaml")
     if isinstance(doc, dict):
-        _no_unknown_keys(doc, {"gates"}, str(path))
+        refuse_unknown_keys(doc, {"gates"}, str(path))
     raw = doc.get("gates") if isinstance(doc, dict) else None
     if not isinstance(raw, list) or not raw:
         raise MensError("gate policy needs a non-empty 'gates' list", str(path),
@@ -81,7 +81,7 @@ def load_policy(path: str | Path) -> list[Gate]:
         where = f"{path}: gates[{i}]"
         if not isinstance(g, dict):
             raise MensError("each gate must be a mapping", where, "write {name, metric, op, threshold}")
-        _no_unknown_keys(g, GATE_KEYS, where)  # a misspelt `blokcing: false` would leave the gate blocking
+        refuse_unknown_keys(g, GATE_KEYS, where)  # a misspelt `blokcing: false` would leave the gate blocking
         metric = g.get("metric")
         if not isinstance(metric, str) or metric.split(".")[0] not in SOURCES or "." not in metric:
             raise MensError(f"metric {metric!r} must start with eval., bench. or train.", where,
@@ -102,16 +102,6 @@ def load_policy(path: str | Path) -> list[Gate]:
 
 
 GATE_KEYS = {"name", "metric", "op", "threshold", "blocking"}
-
-
-def _no_unknown_keys(mapping: dict, known: set[str], where: str) -> None:
-    import difflib
-
-    for key in mapping:
-        if str(key) not in known:
-            close = difflib.get_close_matches(str(key), sorted(known), n=1)
-            raise MensError(f"unknown key {str(key)!r}", where,
-                            f"did you mean {close[0]!r}?" if close else f"use {', '.join(sorted(known))}")
 
 
 def metric_range(metric: str) -> tuple[float, float] | None:

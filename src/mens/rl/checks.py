@@ -6,12 +6,11 @@ flag; a field from a config file is named by the file."""
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import fields
 from typing import Any, Iterable
 
-from mens.errors import MensError
+from mens.errors import MensError, did_you_mean
 
 
 class Checker:
@@ -63,11 +62,6 @@ class Checker:
 
 def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def did_you_mean(name: str, known: Iterable[str], fallback: str) -> str:
-    close = difflib.get_close_matches(str(name), sorted(known), n=1)
-    return f"did you mean {close[0]!r}?" if close else fallback
 
 
 def known_keys(data: dict[Any, Any], cls: type, where: str, docs: str = "docs/rl.md") -> dict[str, Any]:

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mens.errors import MensError
+from mens.errors import MensError, did_you_mean
 from mens.files import release_lock
-from mens.rl.checks import Checker, did_you_mean, is_number, known_keys
+from mens.rl.checks import Checker, is_number, known_keys
 from mens.rl import run as rl_run
 from mens.rl.rewards import DEFAULT_WEIGHTS, NAMES, batch_reward, tests_source
 from mens.rl.sandbox import Limits

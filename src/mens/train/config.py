@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from mens.errors import MensError
+from mens.errors import MensError, did_you_mean
 
 from mens.train.backends import BUILDERS as BACKENDS  # the registry: a new backend is one builder
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -357,8 +357,6 @@ def _alias_value(key: str, value: Any, where: str) -> Any:
 def canonical_fields(data: dict[Any, Any], where: str, extra: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Config keys → TrainConfig fields: dashes as underscores, TRL/HF names as aliases
     (adam_beta1/2 → adam_betas), an unknown key named with the closest field as the fix."""
-    import difflib
-
     out: dict[str, Any] = {}
     betas = {}
     for raw, value in data.items():
@@ -368,9 +366,8 @@ def canonical_fields(data: dict[Any, Any], where: str, extra: frozenset[str] = f
             continue
         name = key if key in FIELD_NAMES or key in extra else ALIASES.get(key)
         if name is None:
-            close = difflib.get_close_matches(key, sorted(FIELD_NAMES | set(ALIASES) | extra), n=1)
-            raise MensError(f"unknown config key {raw!r}", where,
-                            f"did you mean {close[0]!r}?" if close else "see docs/training.md for the field names")
+            raise MensError(f"unknown config key {raw!r}", where, did_you_mean(
+                key, FIELD_NAMES | set(ALIASES) | extra, "see docs/training.md for the field names"))
         value = _alias_value(key, value, where)
         if value is None and key in ("bf16", "fp16"):
             continue                         # bf16: false says nothing about the dtype
