@@ -1,3 +1,6 @@
+import ast
+from pathlib import Path
+
 from mens.lang import get_pack, pack_for_fence, pack_for_path
 
 SOURCE = '''"""Shapes and their areas.
@@ -249,3 +252,34 @@ def test_viable_prefix_answers_are_cached_and_agree_with_the_uncached_check():
     for cut in range(1950, 2150, 10):  # ~2 KB prefixes ending all over the place
         assert pack.viable_prefix(program[:cut]) == py._viable.__wrapped__(program[:cut])
     assert pack.viable_prefix(program[:2000]) is pack.viable_prefix(program[:2000])  # cached answer
+
+# ---------------------------------------------------------------- one parse per text
+
+REAL_SOURCES = sorted((Path(__file__).resolve().parents[2] / "src" / "mens" / "corpus").glob("*.py"))
+
+
+def test_construct_hash_is_the_hash_of_the_constructs_slice():
+    # Real files of this repository: extract takes a construct's hash from the file's tree, which
+    # must be what validate gets when it parses the construct alone.
+    pack = get_pack("python")
+    checked = 0
+    for path in REAL_SOURCES + [None]:
+        text = SOURCE if path is None else path.read_text(encoding="utf-8")
+        for c in pack.analyze(text).constructs:
+            assert pack.construct_hash(text, c) == pack.structural_hash(text[c.span.start:c.span.end]), (path, c.name)
+            checked += 1
+    assert checked > 100
+
+
+def test_extracting_a_file_parses_it_once(monkeypatch):
+    # metadata(), analyze(), the file's hash and each construct's hash used to parse the text
+    # again: 3 + constructs parses of every file, most of extract's time on a real package.
+    from mens.corpus.extract import source_units
+
+    calls = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: calls.append(1) or real_parse(*a, **k))
+    text = (REAL_SOURCES[0].parent / "validate.py").read_text(encoding="utf-8") + "\n# a fresh text\n"
+    units, drops = source_units("validate.py", text, get_pack("python"), "")
+    assert not drops and len(units) > 5
+    assert len(calls) == 1

@@ -154,7 +154,7 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
                               path=path, span=[c.span.start_line, c.span.start_col, c.span.end_line,
                                                c.span.end_col],
                               construct=c.kind, name=c.name, code=code.rstrip() + "\n",
-                              doc_comment=c.doc, ast_hash=pack.structural_hash(code),
+                              doc_comment=c.doc, ast_hash=pack.construct_hash(text, c),
                               frontmatter=meta, constructs=[c.kind], file_hash=file_hash))
     return units, []
 

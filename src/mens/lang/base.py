@@ -113,6 +113,12 @@ class LanguagePack(ABC):
     def structural_hash(self, text: str) -> str:
         """A hash insensitive to whitespace and comments, for dedupe."""
 
+    def construct_hash(self, text: str, construct: Construct) -> str:
+        """The structural hash of one construct of `text` (as `analyze(text)` found it): equal to
+        `structural_hash` of its slice. Packs that can hash it from the tree they already built
+        override this, so extract does not parse every construct a second time."""
+        return self.structural_hash(text[construct.span.start:construct.span.end])
+
     def fingerprint(self) -> str:
         """Changes whenever the pack's grammar could have: its version plus its own source code."""
         h = hashlib.sha256(f"{self.name}:{self.grammar_version}".encode())

@@ -40,13 +40,17 @@ class PythonPack(LanguagePack):
         return Analysis(ok=True, constructs=constructs)
 
     def structural_hash(self, text: str) -> str:
-        tree, error = _parse(text)
-        if error is None:
-            # ast.dump without positions ignores whitespace, comments and formatting.
-            shape = ast.dump(tree, annotate_fields=False, include_attributes=False)
-        else:
-            shape = _token_shape(text)
-        return hashlib.sha256(shape.encode("utf-8")).hexdigest()[:16]
+        shapes = _statement_shapes(text)
+        shape = "\n".join(s for _, s in shapes) if shapes is not None else _token_shape(text)
+        return _digest(shape)
+
+    def construct_hash(self, text: str, construct: Construct) -> str:
+        # The statement's shape from the tree of the whole text (parsed once, cached), which is
+        # what parsing its slice alone would give: a top-level statement parses the same anywhere.
+        shapes = _statement_shapes(text)
+        key = (construct.span.start, construct.span.end)
+        shape = next((s for span, s in shapes or () if span == key), None)
+        return _digest(shape) if shape is not None else super().construct_hash(text, construct)
 
     def viable_prefix(self, text: str) -> bool:
         """Could `text` still grow into a module that parses? True for every prefix of a valid
@@ -66,7 +70,15 @@ class PythonPack(LanguagePack):
         return {"description": " ".join(first.split()), "title": first.splitlines()[0].strip()}
 
 
+def _digest(shape: str) -> str:
+    return hashlib.sha256(shape.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=8)
 def _parse(text: str) -> tuple[ast.Module | None, Diagnostic | None]:
+    # Cached, because extract asks metadata(), analyze() and structural_hash() of one file and
+    # validate asks check() then structural_hash() of one response: one parse each, not three.
+    # Callers must not modify the tree.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not syntax errors
@@ -75,6 +87,23 @@ def _parse(text: str) -> tuple[ast.Module | None, Diagnostic | None]:
         return None, Diagnostic(exc.lineno or 1, max(exc.offset or 1, 1), exc.msg)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return None, Diagnostic(1, 1, str(exc) or type(exc).__name__)
+
+
+@functools.lru_cache(maxsize=8)
+def _statement_shapes(text: str) -> tuple[tuple[tuple[int, int], str], ...] | None:
+    """((start, end) character span, shape) of each top-level statement, or None when `text`
+    does not parse. A shape is ast.dump without positions, so it ignores whitespace, comments and
+    formatting; a text's structural hash is over its statements' shapes (joined by newlines,
+    which no dump holds), so a construct's hash comes from its own statement's shape."""
+    tree, error = _parse(text)
+    if error is not None:
+        return None
+    offsets = _LineOffsets(text)
+    shapes = []
+    for node in tree.body:
+        span = offsets.span(node)
+        shapes.append(((span.start, span.end), ast.dump(node, annotate_fields=False, include_attributes=False)))
+    return tuple(shapes)
 
 
 # ------------------------------------------------------------------ viable prefixes
