@@ -143,3 +143,17 @@ def test_bom_and_crlf_line_ends_are_not_part_of_the_units(tmp_path, run_cli):
     assert [{k: v for k, v in u.items() if k not in drop} for u in win] == \
         [{k: v for k, v in u.items() if k not in drop} for u in lf]
     assert all("\r" not in u["code"] for u in win)
+
+
+def test_files_without_code_are_dropped_as_empty(tmp_path):
+    # A real package's empty `__init__.py` and a licence-only module made the pairs "Create the
+    # Python file `__init__`." → an empty block (validate's empty_code) and → a bare comment.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "licence.py").write_text("# Copyright (c) the authors.\n#\n# SPDX-License-Identifier: MIT\n\n")
+    (pkg / "real.py").write_text("def f():\n    return 1\n")
+    report = extract([pkg], tmp_path / "u.jsonl")
+    assert report.dropped == {"empty": 2}
+    assert [Path(u.path).name for u in read_units(tmp_path / "u.jsonl")] == ["real.py"]
+    assert {e["where"] for e in report.examples} == {f"{pkg / '__init__.py'}:1", f"{pkg / 'licence.py'}:1"}

@@ -6,7 +6,8 @@
 Every source file of a registered pack gives one `file` unit and, when it holds two or more
 top-level constructs, one `construct` unit per construct (sliced by the pack's spans). A file is
 skipped (and counted, with the reason) when it is not UTF-8, binary, larger than `max_bytes`,
-does not parse, or its metadata says `skip`, `training_eligible: false` or `status: deprecated`.
+empty (blank lines and comments only), does not parse, or its metadata says `skip`,
+`training_eligible: false` or `status: deprecated`.
 A symlink that resolves outside the given paths is skipped (`external_link`) unless
 `follow_external_links=True`; a dangling one is counted `broken_link`. Docs pages go through
 `mens.corpus.docs`. Files are processed by a pool of `workers` processes
@@ -133,6 +134,10 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
         return [], [("not_training_eligible", where, "training_eligible: false")]
     if str(meta.get("status", "")).lower() == "deprecated":
         return [], [("deprecated", where, "status: deprecated")]
+    if not has_code(text, pack):
+        # An empty `__init__.py` (or one holding only a licence) would become the pair "Write a
+        # Python module `__init__`." answered by nothing, which validate then drops as empty_code.
+        return [], [("empty", where, "no code: only blank lines and comments")]
     analysis = pack.analyze(text)
     if not analysis.ok:
         return [], [("parse_error", f"{path}:{analysis.error.line}", str(analysis.error))]
@@ -157,6 +162,13 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
                               doc_comment=c.doc, ast_hash=pack.construct_hash(text, c),
                               frontmatter=meta, constructs=[c.kind], file_hash=file_hash))
     return units, []
+
+
+def has_code(text: str, pack: LanguagePack) -> bool:
+    """Whether `text` holds a line that is neither blank nor a comment of the pack's."""
+    prefixes = tuple(pack.comment_prefixes)
+    return any(line.strip() and not (prefixes and line.lstrip().startswith(prefixes))
+               for line in text.splitlines())
 
 
 def _main_kind(named: list) -> str:
