@@ -157,3 +157,24 @@ def test_files_without_code_are_dropped_as_empty(tmp_path):
     assert report.dropped == {"empty": 2}
     assert [Path(u.path).name for u in read_units(tmp_path / "u.jsonl")] == ["real.py"]
     assert {e["where"] for e in report.examples} == {f"{pkg / '__init__.py'}:1", f"{pkg / 'licence.py'}:1"}
+
+
+def test_crlf_and_bom_files_give_the_units_of_the_plain_file(tmp_path):
+    # A module saved on Windows (CRLF, often with a BOM), with non-ASCII names and docstrings:
+    # its units, spans and pairs must be those of the same file saved with LF line ends, with no
+    # carriage return left for the model to learn.
+    source = ('"""Modul für Größen."""\n\n\ndef größe(x):\n    """Gibt die Größe zurück."""\n'
+              '    return x * 2\n\n\nclass Ñandú:\n    """Ein Vogel 🐦."""\n\n    def 飛ぶ(self):\n'
+              '        return "飛"\n')
+    (tmp_path / "lf").mkdir()
+    (tmp_path / "crlf").mkdir()
+    (tmp_path / "lf" / "m.py").write_text(source, encoding="utf-8", newline="\n")
+    (tmp_path / "crlf" / "m.py").write_bytes(b"\xef\xbb\xbf" + source.replace("\n", "\r\n").encode("utf-8"))
+    for name in ("lf", "crlf"):
+        extract([tmp_path / name], tmp_path / f"{name}.jsonl")
+    lf, crlf = ([u.to_dict() for u in read_units(tmp_path / f"{name}.jsonl")] for name in ("lf", "crlf"))
+    assert [u["name"] for u in crlf] == ["m", "größe", "Ñandú"]
+    assert not any("\r" in u["code"] for u in crlf)
+    strip = lambda u: {k: v for k, v in u.items() if k not in ("source", "path", "file_hash")}  # noqa: E731
+    assert [strip(u) for u in crlf] == [strip(u) for u in lf]
+    assert crlf[0]["file_hash"] != lf[0]["file_hash"]  # the bytes differ: --incremental re-reads it

@@ -105,7 +105,10 @@ class FileResult:
 
 
 def read_source(path: Path, max_bytes: int) -> tuple[str | None, str, tuple[str, str, str] | None]:
-    """(text, content hash, drop). Huge, binary and non-UTF-8 files come back as a drop."""
+    """(text, content hash, drop). Huge, binary and non-UTF-8 files come back as a drop. CRLF line
+    ends become LF: a file saved on Windows must not teach the model to write carriage returns,
+    nor make training rows that differ from the same file saved elsewhere (the hash is of the
+    bytes, so --incremental still sees a changed line end)."""
     where = f"{path}:1"
     try:
         size = path.stat().st_size
