@@ -178,3 +178,14 @@ def test_crlf_and_bom_files_give_the_units_of_the_plain_file(tmp_path):
     strip = lambda u: {k: v for k, v in u.items() if k not in ("source", "path", "file_hash")}  # noqa: E731
     assert [strip(u) for u in crlf] == [strip(u) for u in lf]
     assert crlf[0]["file_hash"] != lf[0]["file_hash"]  # the bytes differ: --incremental re-reads it
+
+
+def test_a_docs_block_that_does_not_parse_is_reported_at_its_line_in_the_page(tmp_path):
+    page = tmp_path / "guide.md"
+    page.write_text("---\ntraining_eligible: true\n---\n# Guide\n\nAn example:\n\n```python\n"
+                    "import os\n\ndef f(:\n    pass\n```\n", encoding="utf-8")
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    report = extract([tmp_path], tmp_path / "out" / "u.jsonl")
+    [drop] = [e for e in report.examples if e["reason"] == "doc_parse_error"]
+    # `def f(:` is line 11 of the page (line 3 of the block, which starts at line 9).
+    assert drop["where"] == f"{page}:11" and drop["message"] == "11:7: invalid syntax"

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from mens.corpus.units import Unit
-from mens.lang import LanguagePack, pack_for_fence
+from mens.lang import Diagnostic, LanguagePack, pack_for_fence
 
 MIN_PROSE_WORDS = 20
 
@@ -111,6 +111,13 @@ def _truthy(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "1"))
 
 
+def _page_error(path: str, block: CodeBlock, error: Diagnostic) -> tuple[str, str]:
+    """(where, message) of a block's syntax error at its line in the page, as for a source
+    file: the parser counts from the block's first line, the user reads the page."""
+    line = block.line + error.line - 1
+    return f"{path}:{line}", str(Diagnostic(line, error.col, error.message))
+
+
 def doc_units(path: str, text: str, packs: list[LanguagePack], *, training_only: bool = True,
               file_hash: str = "") -> tuple[list[Unit], list[tuple[str, str, str]]]:
     """Units of one Markdown page, and drops as (reason, where, message)."""
@@ -145,7 +152,7 @@ def doc_units(path: str, text: str, packs: list[LanguagePack], *, training_only:
                 if script_analysis.ok:
                     analysis, script = script_analysis, True
             if not analysis.ok:
-                drops.append(("doc_parse_error", where, str(analysis.error)))
+                drops.append(("doc_parse_error", *_page_error(path, block, analysis.error)))
                 continue
             page_lang = page_lang or pack.name
             kinds = [c.kind for c in analysis.constructs]
