@@ -189,3 +189,21 @@ def test_a_docs_block_that_does_not_parse_is_reported_at_its_line_in_the_page(tm
     [drop] = [e for e in report.examples if e["reason"] == "doc_parse_error"]
     # `def f(:` is line 11 of the page (line 3 of the block, which starts at line 9).
     assert drop["where"] == f"{page}:11" and drop["message"] == "11:7: invalid syntax"
+
+
+def test_docs_prose_keeps_the_lines_of_tables_and_lists(tmp_path):
+    # From docs/serving.md: the prose unit of "The API" was one line, `| route | | |---|---| | ...`.
+    page = tmp_path / "api.md"
+    page.write_text("---\ntraining_eligible: true\n---\n# The API\n\n"
+                    "The server answers these routes, each described below in more detail, and every\n"
+                    "route needs the key except the health check:\n\n"
+                    "| route | what |\n|---|---|\n| `GET /health` | status, no key |\n| `GET /v1/models` | the names |\n\n"
+                    "- **f16**: top-1 agrees on 90% of positions,\n  which is the usual bar;\n"
+                    "- **q8_0**: on 80%.\n", encoding="utf-8")
+    extract([tmp_path], tmp_path / "out" / "u.jsonl")
+    [prose] = [u for u in read_units(tmp_path / "out" / "u.jsonl") if u.kind == "doc_prose"]
+    assert prose.code == (
+        "The server answers these routes, each described below in more detail, and every route needs "
+        "the key except the health check:\n\n"
+        "| route | what |\n|---|---|\n| `GET /health` | status, no key |\n| `GET /v1/models` | the names |\n\n"
+        "- **f16**: top-1 agrees on 90% of positions, which is the usual bar;\n- **q8_0**: on 80%.")

@@ -25,6 +25,8 @@ MIN_PROSE_WORDS = 20
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`{]*)")
+# A line that starts a Markdown list item, table row or quote: its line break is part of the text.
+_BLOCK_LINE = re.compile(r"^\s*(?:[-*+][ \t]|\d+[.)][ \t]|\||>)")
 
 
 @dataclass
@@ -62,6 +64,21 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int]:
     raise ValueError("frontmatter has no closing '---'")
 
 
+def join_paragraph(lines: list[str]) -> str:
+    """A paragraph's lines as one text: wrapped prose is joined with spaces, but each list item,
+    table row and quoted line keeps its own line (joined, a table became `| a | b | |---|---|`).
+    A wrapped line of a list item is joined to its item."""
+    out: list[str] = []
+    for line in lines:
+        if _BLOCK_LINE.match(line):
+            out.append(line.rstrip())
+        elif out:
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line.strip())
+    return "\n".join(out).strip()
+
+
 def sections(body: str, first_line: int = 1) -> list[Section]:
     """Split a Markdown body into heading sections with their paragraphs and fenced blocks."""
     current = Section(heading="", level=0, line=first_line)
@@ -74,7 +91,7 @@ def sections(body: str, first_line: int = 1) -> list[Section]:
     def end_paragraph() -> None:
         nonlocal para, last_para
         if para:
-            last_para = " ".join(s.strip() for s in para).strip()
+            last_para = join_paragraph(para)
             current.prose.append(last_para)
             para = []
 
