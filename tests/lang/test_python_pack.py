@@ -283,3 +283,45 @@ def test_extracting_a_file_parses_it_once(monkeypatch):
     units, drops = source_units("validate.py", text, get_pack("python"), "")
     assert not drops and len(units) > 5
     assert len(calls) == 1
+
+
+OVERLOADED = '''import typing as t
+from typing import overload
+
+
+@t.overload
+def first(value: str) -> str: ...
+
+
+@t.overload
+def first(value: list) -> object: ...
+
+
+def first(value):
+    """The first item of a value."""
+    return value[0]
+
+
+@overload
+def lonely(x: int) -> int: ...
+
+
+def other():
+    return 1
+'''
+
+
+def test_overload_signatures_are_part_of_their_function():
+    # As in jinja2's filters and click's decorators: each `@t.overload` stub was a construct of
+    # its own, so "Implement the function `first`" was answered by `def first(...) -> str: ...`.
+    pack = get_pack("python")
+    constructs = [c for c in pack.analyze(OVERLOADED).constructs if c.kind != "import"]
+    assert [(c.kind, c.name) for c in constructs] == [("function", "first"), ("function", "lonely"),
+                                                      ("function", "other")]
+    first = constructs[0]
+    code = OVERLOADED[first.span.start:first.span.end]
+    assert code.startswith("@t.overload\ndef first(value: str)") and code.endswith("return value[0]")
+    assert first.span.start_line == 5 and first.doc == "The first item of a value."
+    assert pack.construct_hash(OVERLOADED, first) == pack.structural_hash(code)
+    # An overload with no implementation after it stays a construct of its own.
+    assert OVERLOADED[constructs[1].span.start:constructs[1].span.end].startswith("@overload\ndef lonely")

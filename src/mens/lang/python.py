@@ -2,7 +2,8 @@
 
 Constructs are the module's top-level statements of interest: functions, async functions, classes,
 test functions (`test_*`, or any function in a `Test*` class is covered by that class), module
-constants (UPPER_CASE assignments) and imports. A construct's doc is its docstring; file metadata
+constants (UPPER_CASE assignments) and imports. A function's `@overload` signatures are part of
+its construct. A construct's doc is its docstring; file metadata
 is the module docstring (its first paragraph becomes `description`).
 """
 
@@ -35,9 +36,7 @@ class PythonPack(LanguagePack):
         tree, error = _parse(text)
         if error is not None:
             return Analysis(ok=False, error=error)
-        offsets = _LineOffsets(text)
-        constructs = [c for node in tree.body if (c := _construct(node, offsets)) is not None]
-        return Analysis(ok=True, constructs=constructs)
+        return Analysis(ok=True, constructs=_constructs(tree.body, _LineOffsets(text)))
 
     def structural_hash(self, text: str) -> str:
         shapes = _statement_shapes(text)
@@ -247,6 +246,38 @@ class _LineOffsets:
         start = self.starts[line - 1] + col
         end = self.starts[end_line - 1] + end_col
         return Span(line, col + 1, end_line, end_col + 1, start, end)
+
+
+def _constructs(body: list[ast.stmt], offsets: _LineOffsets) -> list[Construct]:
+    """The constructs of a module body. The `@overload` signatures of a function are part of its
+    construct (which then starts at the first of them): alone, each would be a pair asking for
+    the function and answered with a `...` stub, beside the pair of the real one."""
+    out: list[Construct] = []
+    pending: list[ast.stmt] = []  # @overload signatures waiting for their implementation
+    for node in body:
+        if pending and getattr(node, "name", None) != pending[0].name:
+            out += [c for o in pending if (c := _construct(o, offsets)) is not None]  # no implementation
+            pending = []
+        if _is_overload(node):
+            pending.append(node)
+            continue
+        c = _construct(node, offsets)
+        if c is not None and pending:
+            first = offsets.span(pending[0])
+            span = Span(first.start_line, first.start_col, c.span.end_line, c.span.end_col, first.start, c.span.end)
+            doc = c.doc or next((d for o in pending if (d := ast.get_docstring(o))), None)
+            c = Construct(c.kind, c.name, span, doc, c.tags)
+        pending = []
+        if c is not None:
+            out.append(c)
+    return out + [c for o in pending if (c := _construct(o, offsets)) is not None]
+
+
+def _is_overload(node: ast.stmt) -> bool:
+    """A function decorated `@overload`, `@typing.overload` or `@t.overload`."""
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        (d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else None) == "overload"
+        for d in node.decorator_list)
 
 
 def _construct(node: ast.stmt, offsets: _LineOffsets) -> Construct | None:
