@@ -325,3 +325,13 @@ def test_overload_signatures_are_part_of_their_function():
     assert pack.construct_hash(OVERLOADED, first) == pack.structural_hash(code)
     # An overload with no implementation after it stays a construct of its own.
     assert OVERLOADED[constructs[1].span.start:constructs[1].span.end].startswith("@overload\ndef lonely")
+
+
+def test_type_variables_are_not_constants():
+    # rich, click and jinja2 each define `T = TypeVar("T")`, `V = t.TypeVar("V")`: as constants
+    # they made "Give me Python code for a constant called `T`" over and over.
+    text = ('import typing as t\nfrom typing import TypeVar, ParamSpec, NewType\n\nT = TypeVar("T")\n'
+            'V = t.TypeVar("V", bound=int)\nP = ParamSpec("P")\nUSER_ID = NewType("USER_ID", int)\n'
+            'MAX = 3\nDEFAULT = t.cast(int, 4)\n')
+    kinds = [(c.kind, c.name) for c in get_pack("python").analyze(text).constructs if c.kind != "import"]
+    assert kinds == [("const", "MAX"), ("const", "DEFAULT")]

@@ -273,6 +273,14 @@ def _constructs(body: list[ast.stmt], offsets: _LineOffsets) -> list[Construct]:
     return out + [c for o in pending if (c := _construct(o, offsets)) is not None]
 
 
+def _is_type_variable(value: ast.expr | None) -> bool:
+    """`TypeVar("T")`, `t.ParamSpec("P")` …: `T` is upper case but a type parameter, not a
+    constant (it made the pair "Write a Python constant named `T`", in nearly every package)."""
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return name in ("TypeVar", "ParamSpec", "TypeVarTuple", "NewType")
+
+
 def _is_overload(node: ast.stmt) -> bool:
     """A function decorated `@overload`, `@typing.overload` or `@t.overload`."""
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
@@ -296,6 +304,7 @@ def _construct(node: ast.stmt, offsets: _LineOffsets) -> Construct | None:
         return Construct("import", names[0] if len(names) == 1 else None, span)
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if len(targets) == 1 and isinstance(targets[0], ast.Name) and _CONST_NAME.match(targets[0].id):
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and _CONST_NAME.match(targets[0].id) \
+                and not _is_type_variable(node.value):
             return Construct("const", targets[0].id, span)
     return None
