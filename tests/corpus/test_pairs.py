@@ -113,3 +113,23 @@ def test_the_same_sources_elsewhere_make_the_same_pairs(tmp_path):
         make_pairs(place / "units.jsonl", place / "pairs.jsonl", seed=0)
         made.append([{k: v for k, v in r.items() if k != "source"} for r in rows(place / "pairs.jsonl")])
     assert made[0] == made[1] and len(made[0]) > 100
+
+
+def test_followup_request_names_the_docstring_summary_only(tmp_path):
+    # From rich/__init__.py: the follow-up turn was "Next, also write the function `reconfigure`
+    # that reconfigures the global console by replacing it with another. Args: *args (Any): …".
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "console.py").write_text(
+        'def get_console():\n    """Get a global Console instance."""\n    return None\n\n\n'
+        'def reconfigure(*args, **kwargs):\n    """Reconfigures the global console by replacing it with another.\n\n'
+        '    Args:\n        *args (Any): Positional arguments for the replacement Console.\n'
+        '        **kwargs (Any): Keyword arguments for the replacement Console.\n    """\n', encoding="utf-8")
+    extract([tmp_path / "src"], tmp_path / "units.jsonl")
+    requests = set()
+    for seed in range(12):  # one of three templates carries the doc comment
+        make_pairs(tmp_path / "units.jsonl", tmp_path / "pairs.jsonl", seed=seed)
+        [followup] = [r for r in rows(tmp_path / "pairs.jsonl") if r["lane"] == "followup"]
+        requests.add(followup["messages"][2]["content"])
+    assert "Next, also write the function `reconfigure`: Reconfigures the global console by replacing it " \
+           "with another." in requests
+    assert not any("Args" in r or "\n" in r for r in requests)

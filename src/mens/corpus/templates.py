@@ -136,10 +136,18 @@ def fix_prompt(broken: str, error: str, pack: LanguagePack, lang: str, rng: rand
     return rng.choice(FIX_TEMPLATES).format(code=fence(broken, pack), error=error, lang=lang)
 
 
+def summary(doc: str) -> str:
+    """The first sentence of a doc comment's first paragraph, on one line: what a clause in a
+    request can hold (a whole docstring brings its `Args:` and `:param x:` sections along)."""
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+    return re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0]
+
+
 def followup_prompt(unit: Unit, previous: Unit, lang: str, rng: random.Random) -> str:
-    doc = f" that {unit.doc_comment.strip().rstrip('.')[:1].lower()}{unit.doc_comment.strip().rstrip('.')[1:]}" \
-        if unit.doc_comment and unit.doc_comment.strip() else ""
-    doc = re.sub(r"\s+", " ", doc)
+    # "…the function `f`: Return the first item" reads right whatever the docstring's mood
+    # ("that return the first item" did not).
+    what = summary(unit.doc_comment or "").rstrip(".")
+    doc = f": {what}" if what else ""
     return rng.choice(FOLLOWUP_TEMPLATES).format(noun=noun(unit.construct), name=unit.name or "it",
                                                  prev=previous.name or "the previous code",
                                                  doc_clause=doc, lang=lang)
