@@ -40,16 +40,19 @@ class PythonPack(LanguagePack):
 
     def structural_hash(self, text: str) -> str:
         shapes = _statement_shapes(text)
-        shape = "\n".join(s for _, s in shapes) if shapes is not None else _token_shape(text)
+        shape = "\n".join(shapes) if shapes is not None else _token_shape(text)
         return _digest(shape)
+
+    def check(self, text: str, *, script: bool = False) -> Diagnostic | None:
+        return _parse(text)[1]  # what analyze() would say, without building its constructs
 
     def construct_hash(self, text: str, construct: Construct) -> str:
         # The statement's shape from the tree of the whole text (parsed once, cached), which is
         # what parsing its slice alone would give: a top-level statement parses the same anywhere.
-        shapes = _statement_shapes(text)
+        shapes, spans = _statement_shapes(text), _statement_spans(text)
         key = (construct.span.start, construct.span.end)
-        shape = next((s for span, s in shapes or () if span == key), None)
-        return _digest(shape) if shape is not None else super().construct_hash(text, construct)
+        index = spans.index(key) if shapes is not None and key in spans else None
+        return _digest(shapes[index]) if index is not None else super().construct_hash(text, construct)
 
     def viable_prefix(self, text: str) -> bool:
         """Could `text` still grow into a module that parses? True for every prefix of a valid
@@ -89,20 +92,26 @@ def _parse(text: str) -> tuple[ast.Module | None, Diagnostic | None]:
 
 
 @functools.lru_cache(maxsize=8)
-def _statement_shapes(text: str) -> tuple[tuple[tuple[int, int], str], ...] | None:
-    """((start, end) character span, shape) of each top-level statement, or None when `text`
-    does not parse. A shape is ast.dump without positions, so it ignores whitespace, comments and
-    formatting; a text's structural hash is over its statements' shapes (joined by newlines,
-    which no dump holds), so a construct's hash comes from its own statement's shape."""
+def _statement_shapes(text: str) -> tuple[str, ...] | None:
+    """The shape of each top-level statement, or None when `text` does not parse. A shape is
+    ast.dump without positions, so it ignores whitespace, comments and formatting; a text's
+    structural hash is over its statements' shapes (joined by newlines, which no dump holds), so
+    a construct's hash comes from its own statement's shape."""
     tree, error = _parse(text)
     if error is not None:
         return None
+    return tuple(ast.dump(node, annotate_fields=False, include_attributes=False) for node in tree.body)
+
+
+@functools.lru_cache(maxsize=8)
+def _statement_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """The (start, end) character span of each top-level statement (none when `text` does not
+    parse); only construct_hash needs them, so validate's hashing does not pay for them."""
+    tree, error = _parse(text)
+    if error is not None:
+        return ()
     offsets = _LineOffsets(text)
-    shapes = []
-    for node in tree.body:
-        span = offsets.span(node)
-        shapes.append(((span.start, span.end), ast.dump(node, annotate_fields=False, include_attributes=False)))
-    return tuple(shapes)
+    return tuple((span.start, span.end) for span in map(offsets.span, tree.body))
 
 
 # ------------------------------------------------------------------ viable prefixes
