@@ -7,8 +7,8 @@ Every source file of a registered pack gives one `file` unit and, when it holds 
 top-level constructs, one `construct` unit per construct (sliced by the pack's spans). A file is
 skipped (and counted, with the reason) when it is not UTF-8, binary, larger than `max_bytes`,
 empty (blank lines and comments only), generated (a "do not edit"-style comment in its first
-lines), does not parse, or its metadata says `skip`,
-`training_eligible: false` or `status: deprecated`.
+lines), minified (lines of over 500 characters on average), does not parse, or its metadata
+says `skip`, `training_eligible: false` or `status: deprecated`.
 A symlink that resolves outside the given paths is skipped (`external_link`) unless
 `follow_external_links=True`; a dangling one is counted `broken_link`. Docs pages go through
 `mens.corpus.docs`. Files are processed by a pool of `workers` processes
@@ -147,6 +147,9 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
     if marker is not None:
         line, comment = marker
         return [], [("generated", f"{path}:{line}", f"generated file: {comment[:120]}")]
+    width = len(text) / max(1, text.count("\n") + (not text.endswith("\n")))
+    if width > MINIFIED_LINE_CHARS:
+        return [], [("minified", where, f"lines average {width:.0f} characters: minified or machine-written")]
     analysis = pack.analyze(text)
     if not analysis.ok:
         return [], [("parse_error", f"{path}:{analysis.error.line}", str(analysis.error))]
@@ -179,6 +182,9 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
 _GENERATED = re.compile(r"@generated\b|\bdo not edit\b|\bauto-?\s?generated\b|\bautomatically generated\b"
                         r"|\b(?:this|the) (?:file|module|table|code|source) (?:is|was|has been) generated\b", re.I)
 GENERATED_HEAD_LINES = 10
+# Mean characters per line above which a file is minified (underscore.min.js: 18,798 on one
+# line) or machine-written (sympy's polyquinticconst.py: 514); hand-written code stays under 150.
+MINIFIED_LINE_CHARS = 500
 
 
 def generated_marker(text: str, pack: LanguagePack) -> tuple[int, str] | None:
