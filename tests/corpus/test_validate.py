@@ -37,6 +37,8 @@ def test_parse_dedupe_schema_and_quarantine(tmp_path, write_jsonl):
     assert report.counts["code_checked"] == 4 and report.counts["prose"] == 1 and report.counts["unchecked"] == 0
     rejected = rows(quarantine)
     assert len(rejected) == 6
+    duplicate = next(r for r in rejected if r["reason"] == "duplicate")  # names the row that stays
+    assert duplicate["where"] == f"{src}:2" and duplicate["error"] == f"same code structure and prompt as {src}:1"
     broken = next(r for r in rejected if r["row"]["prompt"] == "bad")
     assert broken["reason"] == "parse_error" and broken["error"].startswith("1:") and broken["where"].endswith(":4")
     saved = json.loads((tmp_path / "v.validate_report.json").read_text())

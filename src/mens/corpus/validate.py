@@ -197,19 +197,21 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     kept: list[str] = []
     langs: set[str] = set()
     rejected: list[dict] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # dedupe key -> where the row that stays is
     unchecked_why: Counter = Counter()
     unchecked_examples: list[dict[str, str]] = []
     for kind in _COUNT.values():  # all three are reported, 0 included: "unchecked 0" is news too
         report.counts[kind] = 0
     for (i, obj, where), res in zip(rows, results):
         if res["ok"] and res["key"] in seen:
-            res = {"ok": False, "reason": "duplicate", "message": "same code structure and prompt as an earlier row"}
+            # Named, so a user can see that the two rows really are the same (and which one stays).
+            res = {"ok": False, "reason": "duplicate",
+                   "message": f"same code structure and prompt as {seen[res['key']]}"}
         if not res["ok"]:
             report.drop(res["reason"], where, res["message"])
             rejected.append({"row": obj, "where": where, "reason": res["reason"], "error": res["message"]})
             continue
-        seen.add(res["key"])
+        seen[res["key"]] = where
         report.counts[_COUNT[res["verdict"]]] += 1
         if res["unsafe"]:
             report.counts["unsafe_kept"] += 1
