@@ -204,3 +204,24 @@ def test_corpus_help_names_every_subcommand(run_cli):
     summary = " ".join(out.split()).split("positional arguments")[0]
     assert code == 2 and all(name in summary for name in
                              ("extract", "pairs", "validate", "mix", "eval", "stats", "prefs"))
+
+
+def test_safety_hints_never_hide_a_match():
+    # safety_flags skips a pattern whose literal hint is absent; over real text (this repository's
+    # sources and docs, which quote every pattern) and the cases above, it finds what a full
+    # scan finds.
+    from pathlib import Path
+
+    from mens.corpus.safety import SAFETY_PATTERNS
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text(encoding="utf-8") for p in sorted((root / "src" / "mens").rglob("*.py"))]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((root / "docs").glob("*.md"))]
+    texts += ["rm -rf / --no-preserve-root", "PASSWORD = 'correcthorsebatterystaple'", "mkfs.ext4 /dev/sdb1",
+              "Api-Key: 'abcdefghijklmnop'", "token ghp_" + "a" * 36]
+    flagged = 0
+    for text in texts:
+        full = [name for name, pattern in SAFETY_PATTERNS.items() if pattern.search(text)]
+        assert safety_flags(text) == full
+        flagged += bool(full)
+    assert flagged >= 5

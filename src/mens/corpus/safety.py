@@ -35,8 +35,32 @@ SAFETY_PATTERNS = {
 }
 
 
+# Text each pattern cannot match without (the last, case-insensitively): a substring test is
+# many times faster than a search that starts with `\b`, which the regex engine tries at every
+# position; validate scans every text of every row, a fifth of its time on a real package.
+_HINTS = {
+    "private_key": ("PRIVATE KEY",), "aws_access_key": ("AKIA", "ASIA"), "github_token": ("gh",),
+    "slack_token": ("xox",), "api_key": ("sk-",), "rm_rf_root": ("rm",), "disk_wipe": ("/dev/",),
+    "fork_bomb": (":(",), "chmod_root": ("chmod",),
+}
+_SECRET_HINTS = ("password", "passwd", "secret", "api", "access", "auth")
+
+
 def safety_flags(text: str) -> list[str]:
-    return [name for name, pattern in SAFETY_PATTERNS.items() if pattern.search(text)]
+    lowered: str | None = None
+    found = []
+    for name, pattern in SAFETY_PATTERNS.items():
+        hints = _HINTS.get(name)
+        if hints is not None:
+            if not any(h in text for h in hints):
+                continue
+        else:  # hardcoded_secret, case-insensitive
+            lowered = text.lower() if lowered is None else lowered
+            if not any(h in lowered for h in _SECRET_HINTS):
+                continue
+        if pattern.search(text):
+            found.append(name)
+    return found
 
 
 def row_flags(pair: Pair) -> list[str]:
