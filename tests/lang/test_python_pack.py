@@ -335,3 +335,16 @@ def test_type_variables_are_not_constants():
             'MAX = 3\nDEFAULT = t.cast(int, 4)\n')
     kinds = [(c.kind, c.name) for c in get_pack("python").analyze(text).constructs if c.kind != "import"]
     assert kinds == [("const", "MAX"), ("const", "DEFAULT")]
+
+
+def test_a_construct_starts_at_the_at_sign_of_its_first_decorator():
+    # The span began one character before the decorator's expression: `@ functools.cache` lost
+    # its `@` (the slice ` functools.cache\ndef f()…` does not parse), so did `@(lambda g: g)`.
+    text = ("import functools\n\n@ functools.cache\ndef f():\n    return 1\n\n@(lambda g: g)\ndef h():\n"
+            "    return 2\n\n@(\n    functools.cache\n)\n@functools.wraps(h)\ndef k():\n    return 3\n")
+    pack = get_pack("python")
+    named = [c for c in pack.analyze(text).constructs if c.kind != "import"]
+    slices = [text[c.span.start:c.span.end] for c in named]
+    assert [s.split("\n")[0] for s in slices] == ["@ functools.cache", "@(lambda g: g)", "@("]
+    assert [(c.span.start_line, c.span.start_col) for c in named] == [(3, 1), (7, 1), (11, 1)]
+    assert all(pack.check(s) is None for s in slices)

@@ -244,12 +244,23 @@ class _LineOffsets:
             return 0
         return len(self.lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
 
+    def _at_sign(self, line: int, col: int) -> tuple[int, int]:
+        """Where the `@` of a decorator whose expression starts at (line, col) is: not always just
+        before it (`@ cache`, `@(lambda f: f)`, or `@(` with the expression on the next line)."""
+        while line >= 1:
+            at = self.lines[line - 1].rfind("@", 0, col)
+            if at >= 0:
+                return line, at
+            line -= 1
+            col = len(self.lines[line - 1]) if line >= 1 else 0
+        return 1, 0
+
     def span(self, node: ast.AST) -> Span:
         decorators = getattr(node, "decorator_list", None) or []
         first = decorators[0] if decorators else node
         line, col = first.lineno, self.char_col(first.lineno, first.col_offset)
         if decorators:
-            col -= 1  # the `@` sits one character before the decorator expression
+            line, col = self._at_sign(line, col)
         end_line = node.end_lineno or line
         end_col = self.char_col(end_line, node.end_col_offset or 0)
         start = self.starts[line - 1] + col
