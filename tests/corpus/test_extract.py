@@ -152,11 +152,15 @@ def test_files_without_code_are_dropped_as_empty(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "licence.py").write_text("# Copyright (c) the authors.\n#\n# SPDX-License-Identifier: MIT\n\n")
+    # sympy/parsing/c/__init__.py: the prompt "Write Python code for this: Used for translating C
+    # source code into a SymPy expression." was answered by that docstring.
+    (pkg / "c.py").write_text('"""Used for translating C source code into a SymPy expression"""\n')
     (pkg / "real.py").write_text("def f():\n    return 1\n")
+    (pkg / "script.py").write_text('"""Print a greeting."""\nprint("hello")\n')
     report = extract([pkg], tmp_path / "u.jsonl")
-    assert report.dropped == {"empty": 2}
-    assert [Path(u.path).name for u in read_units(tmp_path / "u.jsonl")] == ["real.py"]
-    assert {e["where"] for e in report.examples} == {f"{pkg / '__init__.py'}:1", f"{pkg / 'licence.py'}:1"}
+    assert report.dropped == {"empty": 3}
+    assert [Path(u.path).name for u in read_units(tmp_path / "u.jsonl")] == ["real.py", "script.py"]
+    assert {e["where"] for e in report.examples} == {f"{pkg / name}:1" for name in ("__init__.py", "licence.py", "c.py")}
 
 
 def test_crlf_and_bom_files_give_the_units_of_the_plain_file(tmp_path):

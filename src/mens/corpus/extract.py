@@ -6,7 +6,7 @@
 Every source file of a registered pack gives one `file` unit and, when it holds two or more
 top-level constructs, one `construct` unit per construct (sliced by the pack's spans). A file is
 skipped (and counted, with the reason) when it is not UTF-8, binary, larger than `max_bytes`,
-empty (blank lines and comments only), generated (a "do not edit"-style comment in its first
+empty (blank lines, comments, a docstring), generated (a "do not edit"-style comment in its first
 lines), minified (lines of over 500 characters on average), does not parse, or its metadata
 says `skip`, `training_eligible: false` or `status: deprecated`.
 A symlink that resolves outside the given paths is skipped (`external_link`) unless
@@ -139,10 +139,10 @@ def source_units(path: str, text: str, pack: LanguagePack, file_hash: str) -> tu
         return [], [("not_training_eligible", where, "training_eligible: false")]
     if str(meta.get("status", "")).lower() == "deprecated":
         return [], [("deprecated", where, "status: deprecated")]
-    if not has_code(text, pack):
+    if not pack.has_code(text):
         # An empty `__init__.py` (or one holding only a licence) would become the pair "Write a
         # Python module `__init__`." answered by nothing, which validate then drops as empty_code.
-        return [], [("empty", where, "no code: only blank lines and comments")]
+        return [], [("empty", where, "no code: only blank lines, comments or a docstring")]
     marker = generated_marker(text, pack)
     if marker is not None:
         line, comment = marker
@@ -199,13 +199,6 @@ def generated_marker(text: str, pack: LanguagePack) -> tuple[int, str] | None:
         if stripped.startswith(prefixes) and _GENERATED.search(stripped):
             return number, stripped
     return None
-
-
-def has_code(text: str, pack: LanguagePack) -> bool:
-    """Whether `text` holds a line that is neither blank nor a comment of the pack's."""
-    prefixes = tuple(pack.comment_prefixes)
-    return any(line.strip() and not (prefixes and line.lstrip().startswith(prefixes))
-               for line in text.splitlines())
 
 
 def _main_kind(named: list) -> str:

@@ -90,6 +90,14 @@ class LanguagePack(ABC):
         `training_eligible` (bool). Packs without such a convention return {}."""
         return {}
 
+    def has_code(self, text: str) -> bool:
+        """Whether `text` holds any code: a line that is neither blank nor a line comment. A file
+        without code is no training example (extract drops it as `empty`). Packs whose docs live
+        in the code (Python's docstrings) override this."""
+        prefixes = tuple(self.comment_prefixes)
+        return any(line.strip() and not (prefixes and line.lstrip().startswith(prefixes))
+                   for line in text.splitlines())
+
     def viable_prefix(self, text: str) -> bool:
         """Could `text` still grow into a source that parses? True when it parses, or when the
         only error is that the input ended early. Used by constrained decoding."""

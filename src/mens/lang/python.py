@@ -43,6 +43,15 @@ class PythonPack(LanguagePack):
         shape = "\n".join(shapes) if shapes is not None else _token_shape(text)
         return _digest(shape)
 
+    def has_code(self, text: str) -> bool:
+        # A module that is only a docstring (a package's `__init__.py`) would make the pair
+        # "Write Python code for this: <its docstring>" answered by the docstring.
+        tree, error = _parse(text)
+        if error is not None:
+            return True  # extract reports the syntax error
+        return any(not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                        and isinstance(node.value.value, str)) for node in tree.body)
+
     def check(self, text: str, *, script: bool = False) -> Diagnostic | None:
         return _parse(text)[1]  # what analyze() would say, without building its constructs
 
