@@ -348,3 +348,14 @@ def test_a_construct_starts_at_the_at_sign_of_its_first_decorator():
     assert [s.split("\n")[0] for s in slices] == ["@ functools.cache", "@(lambda g: g)", "@("]
     assert [(c.span.start_line, c.span.start_col) for c in named] == [(3, 1), (7, 1), (11, 1)]
     assert all(pack.check(s) is None for s in slices)
+
+
+def test_a_test_prefixed_function_that_returns_a_value_is_not_a_test():
+    # jinja2/tests.py defines the Jinja tests `test_odd`, `test_false` …: predicates, paired as
+    # "Write a Python test `test_odd`". A pytest test returns nothing.
+    text = ('def test_odd(value: int) -> bool:\n    """Return true if the variable is odd."""\n'
+            '    return value % 2 == 1\n\n\n'
+            'def test_odd_numbers():\n    def check(n):\n        return n % 2\n\n    assert check(3)\n    return\n\n\n'
+            'async def test_fetch():\n    assert await fetch() is None\n')
+    kinds = [(c.kind, c.name) for c in get_pack("python").analyze(text).constructs]
+    assert kinds == [("function", "test_odd"), ("test_function", "test_odd_numbers"), ("test_function", "test_fetch")]

@@ -1,10 +1,10 @@
 """The Python language pack, over the standard library's `ast` module.
 
 Constructs are the module's top-level statements of interest: functions, async functions, classes,
-test functions (`test_*`, or any function in a `Test*` class is covered by that class), module
-constants (UPPER_CASE assignments) and imports. A function's `@overload` signatures are part of
-its construct. A construct's doc is its docstring; file metadata
-is the module docstring (its first paragraph becomes `description`).
+test functions (`test_*` that return nothing; any function in a `Test*` class is covered by that
+class), module constants (UPPER_CASE assignments) and imports. A function's `@overload`
+signatures are part of its construct. A construct's doc is its docstring; file metadata is the
+module docstring (its first paragraph becomes `description`).
 """
 
 from __future__ import annotations
@@ -302,6 +302,20 @@ def _constructs(body: list[ast.stmt], offsets: _LineOffsets) -> list[Construct]:
     return out + [c for o in pending if (c := _construct(o, offsets)) is not None]
 
 
+def _returns_value(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether `func` itself (not a function nested in it) returns a value. A test returns
+    nothing (pytest warns when one does); `test_odd(value)` returning a bool is a predicate, like
+    the Jinja tests of jinja2/tests.py, which were paired as "Write a Python test `test_odd`"."""
+    todo = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _is_type_variable(value: ast.expr | None) -> bool:
     """`TypeVar("T")`, `t.ParamSpec("P")` …: `T` is upper case but a type parameter, not a
     constant (it made the pair "Write a Python constant named `T`", in nearly every package)."""
@@ -320,7 +334,7 @@ def _is_overload(node: ast.stmt) -> bool:
 def _construct(node: ast.stmt, offsets: _LineOffsets) -> Construct | None:
     span = offsets.span(node)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if node.name.startswith("test"):
+        if node.name.startswith("test") and not _returns_value(node):
             kind = "test_function"
         else:
             kind = "async_function" if isinstance(node, ast.AsyncFunctionDef) else "function"
