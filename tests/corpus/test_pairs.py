@@ -133,3 +133,17 @@ def test_followup_request_names_the_docstring_summary_only(tmp_path):
     assert "Next, also write the function `reconfigure`: Reconfigures the global console by replacing it " \
            "with another." in requests
     assert not any("Args" in r or "\n" in r for r in requests)
+
+
+def test_file_prompts_count_kinds_in_plain_english():
+    # rich/highlighter.py was asked for as "Implement `highlighter` in Python with 6 classs and a function."
+    import random
+
+    from mens.corpus.templates import file_prompt
+    from mens.corpus.units import Unit
+
+    unit = Unit(kind="file", lang="python", source="highlighter.py:1", path="highlighter.py", span=[1, 1, 9, 1],
+                construct="class", name="highlighter", code="",
+                constructs=["import", "function"] + ["class"] * 6 + ["test_class"] * 2 + ["const"] * 2)
+    prompts = {file_prompt(unit, "Python", random.Random(seed)) for seed in range(20)}
+    assert all(p.endswith("with 6 classes, 2 constants, a function and 2 test classes.") for p in prompts)

@@ -77,6 +77,11 @@ def noun(kind: str) -> str:
     return _NOUNS.get(kind, kind.replace("_", " "))
 
 
+def plural(word: str) -> str:
+    """"class" → "classes" (not "classs"), "function" → "functions"."""
+    return word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
+
+
 def _sentence(text: str) -> str:
     text = " ".join(text.split())
     return text if text.endswith((".", "!", "?")) else text + "."
@@ -86,7 +91,7 @@ def _with_kinds(kinds: list[str]) -> str:
     counts = Counter(k for k in kinds if k != "import")
     if not counts:
         return ""
-    parts = [f"{n} {noun(k)}s" if n > 1 else f"a {noun(k)}" for k, n in sorted(counts.items())]
+    parts = [f"{n} {plural(noun(k))}" if n > 1 else f"a {noun(k)}" for k, n in sorted(counts.items())]
     return " with " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
 
 
