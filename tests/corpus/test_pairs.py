@@ -147,3 +147,7 @@ def test_file_prompts_count_kinds_in_plain_english():
                 constructs=["import", "function"] + ["class"] * 6 + ["test_class"] * 2 + ["const"] * 2)
     prompts = {file_prompt(unit, "Python", random.Random(seed)) for seed in range(20)}
     assert all(p.endswith("with 6 classes, 2 constants, a function and 2 test classes.") for p in prompts)
+    # Sphinx's doctools.js: "… with 5 expression statements and a if statement."
+    unit.constructs = ["expression_statement", "if_statement", "async_function"]
+    assert file_prompt(unit, "JavaScript", random.Random(0)).endswith(
+        "with an async function, an expression statement and an if statement.")

@@ -82,6 +82,11 @@ def plural(word: str) -> str:
     return word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
 
 
+def article(word: str) -> str:
+    """"an if statement", "an async function", "a class"."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def _sentence(text: str) -> str:
     text = " ".join(text.split())
     return text if text.endswith((".", "!", "?")) else text + "."
@@ -91,7 +96,8 @@ def _with_kinds(kinds: list[str]) -> str:
     counts = Counter(k for k in kinds if k != "import")
     if not counts:
         return ""
-    parts = [f"{n} {plural(noun(k))}" if n > 1 else f"a {noun(k)}" for k, n in sorted(counts.items())]
+    parts = [f"{n} {plural(noun(k))}" if n > 1 else f"{article(noun(k))} {noun(k)}"
+             for k, n in sorted(counts.items())]
     return " with " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
 
 
