@@ -1,7 +1,7 @@
 """What a client written against OpenAI's API expects of mens serve beyond the happy path, each
 case a defect found by driving a real server with the `openai` client: nulls for optional
-fields, the model-retrieve route, stop strings that one token completes together, and the
-field a 400 names."""
+fields, the model-retrieve route, stop strings that one token completes together, the field a
+400 names, and prompts given as token ids."""
 
 import httpx
 import openai
@@ -84,3 +84,27 @@ def test_a_wrong_value_is_named_as_openai_names_it(live_server, field, value, wh
         live_server.client().chat.completions.create(**body)
     assert exc.value.body["param"] == field
     assert exc.value.body["message"].startswith(f"Invalid value for '{where}': "), exc.value.body["message"]
+
+
+def test_completion_prompts_may_be_token_ids(live_server):
+    """OpenAI's completions take a prompt as token ids, one list or a list of lists (what
+    lm-evaluation-harness's local-completions sends by default): the same answer as its text,
+    echo gives the text back, and an id the model does not have is a 400 naming the prompt."""
+    client, tok = live_server.client(), live_server.engine.tokenizer
+    texts = ["fn add(a: int", "component Counter"]
+    ids = [tok(t).input_ids for t in texts]
+    want = [client.completions.create(model="tiny", prompt=t, max_tokens=8, temperature=0).choices[0].text
+            for t in texts]
+    one = client.completions.create(model="tiny", prompt=ids[0], max_tokens=8, temperature=0)
+    assert one.choices[0].text == want[0] and one.usage.prompt_tokens == len(ids[0])
+    both = client.completions.create(model="tiny", prompt=ids, max_tokens=8, temperature=0, echo=True)
+    assert [c.text for c in both.choices] == [tok.decode(i) + w for i, w in zip(ids, want)]
+    streamed = client.completions.create(model="tiny", prompt=ids[1], max_tokens=8, temperature=0, stream=True)
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == want[1]
+    for prompt, where in ((ids[0] + [10**6], "'prompt'"), ([ids[0], [10**6]], "'prompt[1]'")):
+        with pytest.raises(openai.BadRequestError) as exc:
+            client.completions.create(model="tiny", prompt=prompt, max_tokens=2)
+        assert where in exc.value.body["message"] and exc.value.body["param"] == "prompt"
+    for bad in ([True, 2], [[1], "fn"], [-1]):  # a bool is not a token id; one form per request
+        r = httpx.post(live_server.url + "/v1/completions", headers=AUTH, json={"model": "tiny", "prompt": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text

@@ -144,11 +144,27 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
         text, use = chat_prompt(tok, p)
         return [new_request(tok(text, add_special_tokens=False).input_ids, p)], use
 
-    def prepare_completions(p: CompletionParams) -> list[Request]:
-        if len(p.prompts()) > engine.queue_size:
-            raise APIError(400, f"{len(p.prompts())} prompts in one request; this server queues at most "
+    def prepare_completions(p: CompletionParams) -> tuple[list[Request], list[str]]:
+        """The requests, not yet queued (every prompt checked before any waits), and each prompt's
+        text (for `echo` and grammar mode: token-id prompts decoded)."""
+        prompts = p.prompts()
+        if len(prompts) > engine.queue_size:
+            raise APIError(400, f"{len(prompts)} prompts in one request; this server queues at most "
                            f"{engine.queue_size} (--queue-size).", param="prompt")
-        return [new_request(tok(x).input_ids, p, x) for x in p.prompts()]  # every prompt checked before any waits
+        reqs, texts = [], []
+        for i, x in enumerate(prompts):
+            if isinstance(x, str):
+                ids, text = tok(x).input_ids, x
+            else:  # token ids, used as given (no BOS added), as OpenAI does
+                bad = next((t for t in x if t >= vocab_size), None)
+                if bad is not None:
+                    where = "prompt" if isinstance(p.prompt[0], int) else f"prompt[{i}]"
+                    raise APIError(400, f"Invalid token id in '{where}': {bad} is not a token of this model "
+                                   f"(0 to {vocab_size - 1}).", param="prompt")
+                ids, text = list(x), tok.decode(x)
+            reqs.append(new_request(ids, p, text))
+            texts.append(text)
+        return reqs, texts
 
     def new_request(prompt_ids: list[int], p: _Params, code_prompt: str | None = None) -> Request:
         s = sampling(p, len(prompt_ids))
@@ -309,8 +325,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
     @app.post("/v1/completions")
     async def completions(request: HTTPRequest):
         p = await parse(request, CompletionParams)
-        prompts = p.prompts()
-        reqs = await run_in_threadpool(prepare_completions, p)
+        reqs, prompts = await run_in_threadpool(prepare_completions, p)
         prompt_tokens = sum(len(r.prompt_ids) for r in reqs)
         jobs = submit(reqs)
         rid, now = next_id("cmpl"), int(time.time())

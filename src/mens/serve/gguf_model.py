@@ -176,6 +176,11 @@ class GGUFTokenizer:
     def __len__(self) -> int:   # the vocabulary's size, as len() of a transformers tokenizer
         return self.model.lib.llama_vocab_n_tokens(self.model.vocab)
 
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """The text of `ids`, control tokens as nothing (`piece`), as transformers' decode with
+        skip_special_tokens (a completion's token-id prompt, echoed)."""
+        return b"".join(self.model.piece(t) for t in ids).decode("utf-8", errors="replace")
+
     def __call__(self, text: str, add_special_tokens: bool = True):
         # special tokens in the text (<|im_start|> …) are their tokens, as with transformers; BOS is
         # added only when asked and the model wants one (llama.cpp's add_special)

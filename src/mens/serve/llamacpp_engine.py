@@ -233,7 +233,7 @@ class LlamaCppEngine(Engine):
         return keep
 
     def _text(self, ids: list[int]) -> str:
-        return b"".join(self.model.piece(t) for t in ids).decode("utf-8", errors="replace")
+        return self.tokenizer.decode(ids)
 
 
 def build_llamacpp_server(model_or_gguf: str, *, quant: str = "f16", name: str | None = None,

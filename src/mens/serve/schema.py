@@ -232,8 +232,13 @@ class ChatParams(_Params):
                                        param="messages") from None
 
 
+TokenId = Annotated[int, Field(ge=0, lt=INT64, strict=True)]  # strict: `true` is not token 1
+
+
 class CompletionParams(_Params):
-    prompt: str | list[str]
+    # OpenAI's four forms: a text, texts, one prompt as token ids, prompts as token ids (what
+    # lm-evaluation-harness's local-completions sends by default).
+    prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)
     best_of: int | None = Field(default=None, ge=1, le=20)
@@ -255,8 +260,11 @@ class CompletionParams(_Params):
             raise APIError(400, f"{len(prompts)} prompts × n={self.n} is {len(prompts) * self.n} choices; "
                            f"at most {MAX_CHOICES} per request.", param="prompt")
 
-    def prompts(self) -> list[str]:
-        return [self.prompt] if isinstance(self.prompt, str) else self.prompt
+    def prompts(self) -> list[str | list[int]]:
+        """One entry per prompt: its text, or its token ids."""
+        if isinstance(self.prompt, str) or (self.prompt and isinstance(self.prompt[0], int)):
+            return [self.prompt]
+        return self.prompt
 
 
 def parse_body(raw: bytes, schema: type[_Params]) -> _Params:
