@@ -46,7 +46,7 @@ def test_sources_and_docs_become_units_with_counted_drops(py_project, tmp_path):
     assert report.counts["other_files"] == 1  # notes.txt; .hidden/ is not walked
     saved = json.loads((tmp_path / "out" / "units.extract_report.json").read_text())
     assert saved["stage"] == "extract" and saved["counts"]["units"] == len(units)
-    assert set(saved["fingerprint"]) == {"inputs", "params", "packs", "digest"}
+    assert set(saved["fingerprint"]) == {"inputs", "params", "packs", "code", "digest"}
     assert saved["fingerprint"]["packs"]["python"] and len(saved["fingerprint"]["inputs"]) == 8
     assert any(e["reason"] == "parse_error" and "broken.py" in e["where"] for e in saved["examples"])
 
@@ -78,6 +78,18 @@ def test_incremental_reuses_unchanged_files_only(py_project, tmp_path):
     # Different parameters: nothing is reused.
     again = extract([py_project], out, incremental=True, max_bytes=10_000)
     assert again.counts["files_reused"] == 0
+
+
+def test_incremental_reuses_nothing_after_the_unit_code_changed(py_project, tmp_path, monkeypatch):
+    """After an upgrade of mens, a file's old units may not be what extract now makes of it."""
+    from mens.pipeline import fingerprint
+
+    out = tmp_path / "u.jsonl"
+    extract([py_project], out)
+    assert extract([py_project], out, incremental=True).counts["files_reused"] == 4
+    real = fingerprint.source_digest
+    monkeypatch.setattr(fingerprint, "source_digest", lambda name: "new" if name == "mens.corpus.docs" else real(name))
+    assert extract([py_project], out, incremental=True).counts["files_reused"] == 0
 
 
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, run_cli, py_project):

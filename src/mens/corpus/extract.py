@@ -13,7 +13,7 @@ A symlink that resolves outside the given paths is skipped (`external_link`) unl
 `follow_external_links=True`; a dangling one is counted `broken_link`. Docs pages go through
 `mens.corpus.docs`. Files are processed by a pool of `workers` processes
 (default 2). `incremental=True` reuses the previous output's units of files whose content hash is
-unchanged (when the packs' fingerprints are unchanged too).
+unchanged (when the packs' fingerprints and the unit-making code, UNIT_CODE, are unchanged too).
 """
 
 from __future__ import annotations
@@ -230,15 +230,19 @@ def _extract_one(path_str: str) -> FileResult:
     return result.add(*source_units(path_str, text, pack, digest))
 
 
+# The mens code that turns a file into units: --incremental reuses earlier units only when it is
+# unchanged too (after an upgrade, an unchanged file's old units may no longer be what extract makes).
+UNIT_CODE = ("mens.corpus.extract", "mens.corpus.docs", "mens.corpus.units")
+
+
 def _previous_units(out: Path, fingerprint: dict) -> dict[str, list[Unit]]:
-    """Units of the previous output by path, if it was made with the same packs and params.
-    Their JSON comes out the same as it went in, so a reused file's lines are unchanged."""
+    """Units of the previous output by path, if it was made with the same packs, params and unit
+    code. Their JSON comes out the same as it went in, so a reused file's lines are unchanged."""
     old = read_report(out, "extract")
     if not out.is_file() or not old:
         return {}
     prev = old.get("fingerprint")
-    if not isinstance(prev, dict) or prev.get("packs") != fingerprint["packs"] \
-            or prev.get("params") != fingerprint["params"]:
+    if not isinstance(prev, dict) or any(prev.get(k) != fingerprint[k] for k in ("packs", "params", "code")):
         return {}
     by_path: dict[str, list[Unit]] = {}
     try:
@@ -266,7 +270,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
     report.counts["other_files"] = other
     for reason, where, message in skipped:
         report.drop(reason, where, message)
-    fingerprint = fingerprint_block({}, params, packs)
+    fingerprint = fingerprint_block({}, params, packs, code=UNIT_CODE)
     previous = _previous_units(out, fingerprint) if incremental else {}
     results: dict[str, FileResult] = {}
     todo: list[str] = []
@@ -308,7 +312,7 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
         raise MensError("no units extracted", ", ".join(map(str, paths)),
                         "check the paths, the languages (--lang) and the skip reasons with --debug")
     report.counts["units"] = len(lines)
-    report.fingerprint = fingerprint_block(hashes, params, packs)
+    report.fingerprint = fingerprint_block(hashes, params, packs, code=UNIT_CODE)
     with atomic_path(out) as tmp:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     report.write()

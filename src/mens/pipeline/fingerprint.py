@@ -106,7 +106,8 @@ def fingerprint_block(inputs: Iterable[str | Path] | dict[str, str], params: dic
                       packs: Iterable[LanguagePack | str] = (), *,
                       code: Iterable[str] | None = None) -> dict[str, Any]:
     """`inputs` are paths to hash, or an already computed {path: hash} mapping. The `code` key is
-    present only when `code` is given (corpus reports leave it out)."""
+    present only when `code` is given (extract's report has it, for --incremental; the other
+    corpus reports leave it out)."""
     block: dict[str, Any] = {
         "inputs": dict(inputs) if isinstance(inputs, dict) else input_hashes(inputs),
         "params": params,
