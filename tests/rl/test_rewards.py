@@ -120,3 +120,50 @@ def test_score_weights_and_skips_what_does_not_apply():
     total, parts = score(VOX_GOOD, Task(lang="vox"), {"parses": 1.0, "not_stub": 0.5, "expects": 1.0})
     assert parts == {"parses": 1.0, "not_stub": 1.0, "expects": None}
     assert total == 1.5
+
+
+# Calls that change the file system without opening a file: each raises its own audit event (or,
+# for mkfifo/mknod, none at all), which the "open" check alone never saw — a test once truncated,
+# chmod-ed and re-dated a host file and removed a host directory, scoring 1.
+OUTSIDE_FS = {
+    "truncates": "import os\nos.truncate({victim!r}, 0)\n",
+    "chmods": "import os\nos.chmod({victim!r}, 0o600)\n",
+    "re-dates": "import os\nos.utime({victim!r}, (0, 0))\n",
+    "removes a dir": "import os\nos.rmdir({victim_dir!r})\n",
+    "makes a dir": "import os\nos.mkdir({outside!r})\n",
+    "hard-links": "import os\nos.link({victim!r}, {outside!r})\n",
+    "hard-links in": "import os\nos.link({victim!r}, 'mine')\nopen('mine', 'w').write('')\n",
+    "symlinks": "import os\nos.symlink('/x', {outside!r})\n",
+    "makes a fifo": "import os\nos.mkfifo({outside!r})\n",  # no such function there: the answer fails
+    "re-imports posix": "import sys\ndel sys.modules['posix']\nimport posix\nposix.mkfifo({outside!r})\n",
+    "writes through a dir fd": "import os\nfd = os.open({host_dir!r}, os.O_RDONLY)\n"
+                               "os.close(os.open('new', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE_FS))
+def test_file_system_changes_outside_are_stopped(name, tmp_path):
+    import os
+
+    victim, victim_dir, outside = tmp_path / "victim", tmp_path / "victim_dir", tmp_path / "made"
+    victim.write_text("keep")
+    victim.chmod(0o644)
+    victim_dir.mkdir()
+    stamp = victim.stat().st_mtime
+    host_dir = os.path.dirname(os.__file__)  # a directory the sandbox may read (the standard library)
+    code = OUTSIDE_FS[name].format(victim=str(victim), victim_dir=str(victim_dir), outside=str(outside),
+                                   host_dir=host_dir)
+    run = run_tests(code, ["assert True"], FAST)
+    made = os.path.join(host_dir, "new")
+    if os.path.exists(made):  # pragma: no cover - only when the sandbox failed
+        os.remove(made)
+        pytest.fail("wrote into the standard library through a directory fd")
+    assert run.score == 0.0 and run.status == ("ok" if name == "makes a fifo" else "violation"), run
+    assert victim.read_text() == "keep" and victim.stat().st_mode & 0o777 == 0o644
+    assert victim.stat().st_mtime == stamp and victim_dir.is_dir() and not outside.exists()
+
+
+def test_file_system_changes_inside_the_temp_dir_are_allowed():
+    code = ("import os\nos.mkdir('sub')\nopen('sub/x', 'w').write('1')\nos.chmod('sub/x', 0o600)\n"
+            "os.utime('sub/x', (0, 0))\nos.truncate('sub/x', 0)\nos.symlink('sub/x', 'ln')\n")
+    assert run_tests(code, ["assert os.path.getsize('sub/x') == 0"], FAST).score == 1.0

@@ -12,7 +12,9 @@ PYTHON* variables) that:
   and always with an environment free of proxies;
 - installs, before the answer runs, an audit hook (PEP 578; Python code cannot remove one) that
   ends the process at once (status `violation`) on opening a file outside the temp dir and the
-  standard library, on any socket, on fork/exec/spawn/subprocess/os.system, and on ctypes.
+  standard library (or any directory outside the temp dir), on changing the file system outside
+  the temp dir (mkdir, rmdir, chmod, chown, utime, truncate, link, symlink, xattrs), on any socket,
+  on fork/exec/spawn/subprocess/os.system, and on ctypes; mkfifo/mknod (no audit event) are gone.
 
 The runner executes the answer, then the tests in the answer's namespace: a string of `test_*`
 functions, or a list of statements (each one test, e.g. `"assert add(1, 2) == 3"`). It reports
@@ -52,6 +54,25 @@ def _stop(why):
     os.write(2, ("mens-sandbox: violation: " + why + "\n").encode())
     os._exit(97)
 
+# Events that change the file system at a path (or an fd) without opening a file: each path
+# argument's index, then its dir_fd's (None: the call takes none). Allowed inside the temp dir only.
+CHANGES = {"os.mkdir": ((0, 2),), "os.rmdir": ((0, 1),), "os.chmod": ((0, 2),), "os.chown": ((0, 3),),
+           "os.utime": ((0, 3),), "os.truncate": ((0, None),), "os.link": ((0, 2), (1, 3)),
+           "os.symlink": ((1, 2),), "os.chflags": ((0, None),), "os.setxattr": ((0, None),),
+           "os.removexattr": ((0, None),)}
+
+def _where(path, dir_fd=None):
+    """The real path `path` names: an fd by /proc/self/fd, a relative path against `dir_fd`."""
+    if isinstance(path, int):
+        return os.path.realpath("/proc/self/fd/%d" % path)
+    path = os.fsdecode(path)
+    if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(path):  # None is -1 here
+        path = os.path.join("/proc/self/fd/%d" % dir_fd, path)
+    return os.path.realpath(path)
+
+def _inside(real):
+    return real == WORK or real.startswith(WORK + os.sep)
+
 def _hook(event, args):
     if event == "open":
         path = args[0]
@@ -61,9 +82,16 @@ def _hook(event, args):
         mode, flags = args[1], args[2] or 0
         writing = (any(c in str(mode) for c in "wax+") if mode is not None
                    else bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND)))
-        inside = real == WORK or real.startswith(WORK + os.sep)
-        if not inside and (writing or not (real == STDLIB or real.startswith(STDLIB + os.sep))):
+        if not _inside(real) and (writing or os.path.isdir(real)  # a dir fd: os.open(..., dir_fd=) writes there
+                                  or not (real == STDLIB or real.startswith(STDLIB + os.sep))):
             _stop("open " + real)
+    elif event in CHANGES:
+        for at, fd_at in CHANGES[event]:
+            real = _where(args[at], args[fd_at] if fd_at is not None else None)
+            if not _inside(real):
+                _stop(event + " " + real)
+    elif event == "import" and args[0] == "posix":  # a fresh copy, with mkfifo and mknod back
+        _stop("import posix")
     elif event.startswith(BLOCKED) or event in ("os.chdir", "shutil.rmtree", "os.remove", "os.rename"):
         _stop(event)
 
@@ -72,6 +100,11 @@ with open("answer.py", encoding="utf-8") as fh:
 with open("tests.json", encoding="utf-8") as fh:
     import json
     TESTS = json.load(fh)
+import posix
+for _name in ("mkfifo", "mknod"):  # they raise no audit event: gone from the answer's reach
+    for _mod in (os, posix):
+        if hasattr(_mod, _name):
+            delattr(_mod, _name)
 sys.addaudithook(_hook)
 ns = {"__name__": "answer"}
 passed = total = 0
