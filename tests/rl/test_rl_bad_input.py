@@ -146,6 +146,13 @@ CASES = {
                            "'lang' of prompt row 1 must be a language name, got 5"),
     "rl-prompt-lang-unknown": (R[:3] + ["--prompts", "{t}/prompts_lang_unknown.jsonl"] + R[5:],
                                "prompt row 1: no tree-sitter grammar 'klingon'"),
+    # a bad prompt row is named by its file and line (blank lines count), as a malformed one is
+    "rl-prompt-needles-str": (R[:3] + ["--prompts", "{t}/prompts_needles_str.jsonl"] + R[5:],
+                              "'expect_contains' of prompt row 2 must be a list of strings, got 'add' "
+                              "({t}/prompts_needles_str.jsonl:3)"),
+    "rl-prompt-tests-dict": (R[:3] + ["--prompts", "{t}/prompts_tests_dict.jsonl"] + R[5:],
+                             "'tests' of prompt row 2 must be a string or a list of statements, got {{}} "
+                             "({t}/prompts_tests_dict.jsonl:3)"),
     "rl-config-missing": (R + ["--config", "{t}/none.yaml"], "({t}/none.yaml)"),
 }
 
@@ -163,6 +170,9 @@ def inputs(t: Path) -> None:
     for name, row in {"tests_int": {"tests": 5}, "lang_int": {"lang": 5}, "lang_unknown": {"lang": "klingon"}}.items():
         (t / f"prompts_{name}.jsonl").write_text("".join(json.dumps({"prompt": f"Write function {i}.", **row}) + "\n"
                                                          for i in range(2)))
+    for name, row in {"needles_str": {"expect_contains": "add"}, "tests_dict": {"tests": {}}}.items():
+        (t / f"prompts_{name}.jsonl").write_text(json.dumps({"prompt": "Write function 0."}) + "\n\n"
+                                                 + json.dumps({"prompt": "Write function 1.", **row}) + "\n")
     for name, text in CONFIGS.items():
         (t / f"cfg_{name}.yaml").write_text(text)
 

@@ -111,24 +111,28 @@ def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[
             raise MensError(f"the prompts hold held-out bench task {hits[0]['id']!r} ({len(hits)} overlap(s))",
                             hits[0]["where"], "remove bench tasks from the prompts: RL on them measures memory")
     from mens.lang import get_pack
+    from mens.records import iter_jsonl
 
+    lines = [n for n, _ in iter_jsonl(path, has_lenient=False)]  # each row's line (read_prompts keeps none)
     out, packs = [], {}
-    for i, row in enumerate(rows, 1):
+    for i, (row, line) in enumerate(zip(rows, lines), 1):
+        where = f"{path}:{line}"
         needles = row.get("expect_contains") or []
         if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
-            raise MensError("'expect_contains' must be a list of strings", str(path), "fix the row")
+            raise MensError(f"'expect_contains' of prompt row {i} must be a list of strings, got {needles!r}", where,
+                            "e.g. \"expect_contains\": [\"def add\"]")
         tests, lang = row.get("tests"), row.get("lang") or "vox"
         if tests is not None and not isinstance(tests, (str, list)):
             raise MensError(f"'tests' of prompt row {i} must be a string or a list of statements, got {tests!r}",
-                            str(path), "fix the row")
+                            where, "fix the row")
         if not isinstance(lang, str):
-            raise MensError(f"'lang' of prompt row {i} must be a language name, got {lang!r}", str(path),
+            raise MensError(f"'lang' of prompt row {i} must be a language name, got {lang!r}", where,
                             "e.g. \"lang\": \"python\" (default vox)")
         if lang not in packs:  # an unknown language now, not at the first reward after the model loads
             try:
                 packs[lang] = get_pack(lang)
             except MensError as err:
-                raise MensError(f"prompt row {i}: {err.what}", str(path), err.todo or "fix its 'lang'") from None
+                raise MensError(f"prompt row {i}: {err.what}", where, err.todo or "fix its 'lang'") from None
         out.append({"prompt": [{"role": "user", "content": row["prompt"]}], "lang": lang,
                     "expect_contains": needles, "tests": tests_source(tests)})
     return out
