@@ -106,3 +106,26 @@ def test_force_restart_keeps_the_earlier_run_when_the_model_does_not_load(prefs_
         dpo(str(tmp_path / "no-such-model"), prefs_dir, run, force_restart=True)
     assert (run / "trl-checkpoints" / "checkpoint-2").is_dir() and (run / "telemetry.jsonl").is_file()
     assert not (run / ".mens.lock").exists()
+
+
+def test_rerunning_a_finished_run_trains_no_step_more(tiny_model_dir, prefs_dir, tmp_path):
+    """The same command again on a finished run: it resumes from the last checkpoint, which is
+    already at --steps, so nothing trains (HF's Trainer would run one step past max_steps and
+    overwrite the finished weights and manifest with step 3 of 2)."""
+    from mens.rl.dpo import DpoOptions, dpo
+    from mens.train.telemetry import read_events
+
+    run, opts = tmp_path / "run", DpoOptions(steps=2, batch_size=2, save_steps=1)
+    dpo(str(tiny_model_dir), prefs_dir, run, opts)
+    weights = (run / "adapter_model.safetensors").read_bytes()
+    manifest = (run / "training_manifest.json").read_text()
+    trainer = dpo(str(tiny_model_dir), prefs_dir, run, opts)
+    assert trainer.state.global_step == 2
+    assert [e["step"] for e in read_events(run / "telemetry.jsonl") if e["event"] == "step"] == [1, 2]
+    assert not (run / "trl-checkpoints" / "checkpoint-3").exists()
+    assert (run / "adapter_model.safetensors").read_bytes() == weights
+    assert (run / "training_manifest.json").read_text() == manifest
+    (run / "training_manifest.json").unlink()  # stopped after its last checkpoint, before the final save
+    dpo(str(tiny_model_dir), prefs_dir, run, opts)
+    assert json.loads((run / "training_manifest.json").read_text())["results"]["steps"] == 2
+    assert (run / "adapter_model.safetensors").read_bytes() == weights

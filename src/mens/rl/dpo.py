@@ -111,8 +111,8 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
                              callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
         rl_run.quiet(trainer)
         began = rl_run.clock()
-        trainer.train(resume_from_checkpoint=resume)
-        if trainer.state.global_step >= opts.steps:
+        trained = rl_run.train(trainer, resume, opts.steps)
+        if trainer.state.global_step >= opts.steps and (trained or not rl_run.saved(run)):
             rl_run.save_run(run, trainer, start, method="dpo", data=path, hyper=asdict(opts), seed=opts.seed,
                             device=opts.device, wall=rl_run.clock() - began)
         return trainer

@@ -179,8 +179,8 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
                                        callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
         rl_run.quiet(trainer)
         began = rl_run.clock()
-        trainer.train(resume_from_checkpoint=resume)
-        if trainer.state.global_step >= opts.steps:
+        trained = rl_run.train(trainer, resume, opts.steps)
+        if trainer.state.global_step >= opts.steps and (trained or not rl_run.saved(run)):
             rl_run.save_run(run, trainer, start, method="grpo", data=Path(prompts), hyper=asdict(opts), seed=opts.seed,
                             device=opts.device, wall=rl_run.clock() - began)
         return trainer

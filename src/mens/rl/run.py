@@ -171,6 +171,34 @@ def trainer_args(run: Path, *, steps: int, lr: float, batch_size: int, seed: int
                 save_only_model=False, remove_unused_columns=False, gradient_checkpointing=False)
 
 
+def train(trainer, resume: str | None, steps: int) -> bool:
+    """`trainer.train` from `resume`; whether it trained. A checkpoint already at `steps` (the same
+    command rerun on a finished run) is only loaded — weights and state — since HF's Trainer would
+    run one step past max_steps on it and overwrite the finished run."""
+    if resume is not None:
+        from transformers import TrainerState
+
+        state = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json"))
+        if state.global_step >= steps:
+            trainer._load_from_checkpoint(resume)
+            trainer.state = state
+            return False
+    trainer.train(resume_from_checkpoint=resume)
+    return True
+
+
+def saved(run: Path) -> bool:
+    """Whether the run dir holds a completed run's manifest (its final weights were written)."""
+    import json
+
+    from mens.train.manifest import MANIFEST
+
+    try:
+        return json.loads((run / MANIFEST).read_text()).get("status") == "completed"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def gpu_bf16(device: str) -> bool:
     """Whether training on `device` computes in bf16: a CUDA GPU with native bf16 (not a T4 or a
     V100, where torch would emulate it slowly). A CPU stays in fp32, as `mens train` does unless
