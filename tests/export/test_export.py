@@ -281,3 +281,64 @@ def test_a_scratch_model_with_its_learned_bpe_is_refused_in_one_line(llama_cpp, 
     code, _, err = run_cli("export", tmp_path / "base", "--gguf", tmp_path / "out.gguf")
     assert code == 2 and "splits text by a rule llama.cpp does not know" in err and "mens serve" in err, err
     assert len(err.strip().splitlines()) <= 3 and not (tmp_path / "out.gguf").exists()
+
+
+def _render_ollama(template: str, messages: list[dict]) -> str:
+    """Render a Modelfile TEMPLATE as Ollama renders a chat (its template/template.go: `Execute`
+    with `collate`): a template that ranges over `.Messages` gets every message, the system ones
+    included (the Modelfile's SYSTEM is one, prepended when the request has none), and `.System`
+    too, their contents joined. Knows the Go template forms a Modelfile of mens holds:
+    `{{ .Field }}`, `{{ if .Field }}`, `{{ range .Messages }}`, `{{ end }}`, `{{-` and `-}}`."""
+    import re
+
+    parts = re.split(r"({{.*?}})", template, flags=re.S)
+    for i, part in enumerate(parts):  # the trims: whitespace beside `{{-` / `-}}` goes
+        if part.startswith("{{"):
+            continue
+        if i > 0 and parts[i - 1].endswith("-}}"):
+            part = part.lstrip()
+        if i + 1 < len(parts) and parts[i + 1].startswith("{{-"):
+            part = part.rstrip()
+        parts[i] = part
+
+    def render(pos: int, scope: dict, out: list[str]) -> int:  # → the index after this block's `end`
+        while pos < len(parts):
+            part = parts[pos]
+            pos += 1
+            if not part.startswith("{{"):
+                out.append(part)
+                continue
+            words = part.strip("{}").strip("-").split()
+            if words[0] == "end":
+                return pos
+            if words[0] in ("if", "range"):
+                value, block_end = scope[words[1].lstrip(".")], None
+                for item in (value if words[0] == "range" else [scope] * bool(value)) or [None]:
+                    sink = out if item is not None else []
+                    block_end = render(pos, item if item is not None else scope, sink)
+                pos = block_end
+            else:
+                out.append(str(scope[words[0].lstrip(".")]))
+        return pos
+
+    out: list[str] = []
+    render(0, {"System": "\n\n".join(m["content"] for m in messages if m["role"] == "system"),
+               "Messages": [{"Role": m["role"], "Content": m["content"]} for m in messages]}, out)
+    return "".join(out)
+
+
+def test_the_modelfile_template_renders_a_chat_as_the_model_was_trained(tiny_tokenizer_dir):
+    """Ollama, rendering the TEMPLATE with the Modelfile's SYSTEM, gives the prompt the model's
+    own chat template gives: the system prompt once (it was there twice, from `.System` and again
+    among `.Messages`)."""
+    from transformers import AutoTokenizer
+
+    from mens.export.ollama import CHATML_GO_TEMPLATE
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    chat = [{"role": "system", "content": "You write Vox."}, {"role": "user", "content": "Add two numbers."},
+            {"role": "assistant", "content": "fn add(a: int, b: int) to int {\n    return a + b\n}"},
+            {"role": "user", "content": "Now three."}]
+    for messages in (chat, chat[1:]):
+        want = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert _render_ollama(CHATML_GO_TEMPLATE, messages) == want

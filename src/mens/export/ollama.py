@@ -15,8 +15,10 @@ from pathlib import Path
 
 from mens.files import write_text_atomic
 
+# Ollama's own ChatML (its template/chatml.gotmpl). No `.System` block: a template that ranges
+# over `.Messages` gets the system messages among them (the Modelfile's SYSTEM is prepended as one
+# when a request has none), and `.System` besides, so writing both put the system prompt in twice.
 CHATML_GO_TEMPLATE = (
-    "{{- if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
     "<|im_start|>assistant\n"
 )
