@@ -23,6 +23,7 @@ from mens.progress import say
 from mens.files import atomic_path, write_json_atomic
 
 __all__ = ["CHATML_TEMPLATE", "MergeReport", "format_report", "merge_run", "report_json"]
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # what PeftModel.from_pretrained reads
 PROBE_PROMPTS = (
     "Write a Vox function that adds two numbers.",
     "fn main() {\n    let x = 1\n",
@@ -166,6 +167,9 @@ def check_merge_args(run: Path, out: Path, max_shard_size: str) -> None:
                         "give the --output-dir of mens train")
     check_files(run)
     if is_adapter_run(run):
+        if not any((run / name).is_file() for name in ADAPTER_WEIGHTS):
+            raise MensError(f"no adapter weights ({ADAPTER_WEIGHTS[0]}) beside adapter_config.json", str(run),
+                            "copy the whole run dir of mens train, or re-run mens train")
         check_files(adapter_base(run))
     if out.is_file():
         raise MensError("--out is a file, not a folder", str(out), "give a new folder for the merged model")
