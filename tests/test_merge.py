@@ -112,3 +112,22 @@ def test_an_adapter_run_without_its_weights_is_refused_before_loading(make_adapt
     err = assert_one_line_error(run_cli, ["merge", run, "--out", tmp_path / "merged"], 2,
                                 "adapter_model.safetensors", [tmp_path])
     assert "no adapter weights" in err
+
+
+def test_the_merged_card_body_names_no_path_of_this_machine(make_adapter_run, tmp_path, run_cli):
+    """The merged folder is what users upload (`hf upload`, vLLM hosts): its README.md names the
+    run by its folder name and the base by its Hub id (or `…/<name>`), not by where they were
+    here (it said "from the lora run `/tmp/…/run` … weights of `/tmp/…/base`")."""
+    import yaml
+
+    run = make_adapter_run("card-body")
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    manifest["provenance"] = {"upstream_model_id": "Qwen/Qwen2.5-0.5B", "license": "apache-2.0"}
+    (run / "training_manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run_cli("merge", run, "--out", tmp_path / "merged")
+    assert code == 0, err
+    card = (tmp_path / "merged" / "README.md").read_text()
+    assert str(run) not in card and manifest["base_model"]["path"] not in card and "/tmp" not in card, card
+    assert f"`{run.name}`" in card and "`Qwen/Qwen2.5-0.5B`" in card
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["base_model"] == "Qwen/Qwen2.5-0.5B" and meta["license"] == "apache-2.0"

@@ -66,28 +66,32 @@ def _model_card(report: MergeReport, manifest: dict, upstream_model_id: str | No
     # `base_model` is Hub metadata (llama.cpp's converter turns it into a huggingface.co URL in
     # the GGUF): the upstream id when known, never a local path of this machine.
     base = manifest.get("base_model") or {}
-    base_id = upstream_model_id or (manifest.get("hyperparameters") or {}).get("upstream_model_id") \
+    base_id = upstream_model_id or prov.get("upstream_model_id") \
+        or (manifest.get("hyperparameters") or {}).get("upstream_model_id") \
         or (base.get("id") if not base.get("path") else None)  # `id` is the directory for a local base
+    # The body names the run and the base without this machine's paths either (the folder is
+    # what gets uploaded or served elsewhere): the run by its folder name, the base by its Hub id.
+    run_name, base_name = Path(report.run).name, base_id or f"…/{Path(report.base).name}"
     lines = ["---", "library_name: transformers"] + ([f"base_model: {base_id}"] if base_id else []) + \
         ["tags: [mens, merged]"]
     if prov.get("license"):
         lines.append(f"license: {prov['license']}")
     if report.adapter:
         lines += ["---", "", f"# {Path(report.out).name}", "",
-                  f"Merged by `mens merge` from the {report.backend} run `{report.run}`: the adapter is folded "
-                  f"into the full-precision weights of `{report.base}` and saved in {report.dtype}.", "",
+                  f"Merged by `mens merge` from the {report.backend} run `{run_name}`: the adapter is folded "
+                  f"into the full-precision weights of `{base_name}` and saved in {report.dtype}.", "",
                   f"- largest logit difference, adapter vs merged (fp32): {report.max_logit_diff:.2e}",
                   f"- largest logit difference, adapter vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
     else:
         lines += ["---", "", f"# {Path(report.out).name}", "",
-                  f"Saved by `mens merge` from the {report.backend} run `{report.run}` (a whole model: no "
+                  f"Saved by `mens merge` from the {report.backend} run `{run_name}` (a whole model: no "
                   f"adapter to fold) in {report.dtype}.", "",
                   f"- largest logit difference, run vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
     if report.max_logit_diff_vs_nf4 is not None:
         lines.append(f"- largest logit difference, adapter on the NF4 training base vs merged: "
                      f"{report.max_logit_diff_vs_nf4:.2e}")
     if prov.get("attribution_required"):
-        lines += ["", f"Attribution required by the upstream license of {prov.get('upstream_model_id', base_id)}."]
+        lines += ["", f"Attribution required by the upstream license of {prov.get('upstream_model_id') or base_name}."]
     results = manifest.get("results") or {}
     if results:
         lines += ["", "## Training results", ""] + [f"- {k}: {v}" for k, v in results.items()]
