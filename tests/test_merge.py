@@ -131,3 +131,17 @@ def test_the_merged_card_body_names_no_path_of_this_machine(make_adapter_run, tm
     assert f"`{run.name}`" in card and "`Qwen/Qwen2.5-0.5B`" in card
     meta = yaml.safe_load(card.split("---")[1])
     assert meta["base_model"] == "Qwen/Qwen2.5-0.5B" and meta["license"] == "apache-2.0"
+
+
+def test_a_full_run_saved_without_its_kv_cache_is_merged_with_it(tiny_model_dir, tmp_path, run_cli):
+    """`mens train --backend full` saves config.json with training's `use_cache: false`; the
+    merged folder is for inference (and the Hub shows its config), so it has `use_cache: true`."""
+    import shutil
+
+    run = tmp_path / "full-run"
+    shutil.copytree(tiny_model_dir, run)
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**cfg, "use_cache": False}))
+    code, _, err = run_cli("merge", run, "--out", tmp_path / "merged", "--dtype", "f32")
+    assert code == 0, err
+    assert json.loads((tmp_path / "merged" / "config.json").read_text())["use_cache"] is True

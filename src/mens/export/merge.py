@@ -135,6 +135,7 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
     if tokenizer.chat_template is None:
         tokenizer.chat_template = CHATML_TEMPLATE
     merged.generation_config = generation_config(merged, tokenizer)
+    merged.config.use_cache = True  # training saves `false` (no KV cache while it trains); this is for inference
     merged = merged.to(target)
     report = MergeReport(run=str(run), out=str(out), base=base, backend=backend, dtype=str(target).split(".")[-1],
                          max_logit_diff=fold_diff, max_logit_diff_saved=0.0, max_logit_diff_vs_nf4=nf4_diff,
