@@ -145,3 +145,26 @@ def test_a_full_run_saved_without_its_kv_cache_is_merged_with_it(tiny_model_dir,
     code, _, err = run_cli("merge", run, "--out", tmp_path / "merged", "--dtype", "f32")
     assert code == 0, err
     assert json.loads((tmp_path / "merged" / "config.json").read_text())["use_cache"] is True
+
+
+def test_the_merged_card_header_is_the_hub_metadata_push_writes(make_adapter_run, tmp_path, run_cli):
+    """The merged README.md's header says what `mens push`'s does for the same run: the licence as
+    the Hub's lower-case id and every value valid YAML (it wrote `license: {as typed}` unquoted, so
+    `Apache-2.0` was no Hub licence id and a licence holding ': ' broke the header)."""
+    import yaml
+
+    from mens.evaluate.card import hub_metadata
+
+    run = make_adapter_run("card-header")
+    manifest = json.loads((run / "training_manifest.json").read_text())
+    for licence in ("Apache-2.0", "other: see LICENSE"):
+        manifest["provenance"] = {"upstream_model_id": "Qwen/Qwen2.5-0.5B", "license": licence}
+        (run / "training_manifest.json").write_text(json.dumps(manifest))
+        out = tmp_path / licence.split(":")[0]
+        code, _, err = run_cli("merge", run, "--out", out)
+        assert code == 0, err
+        meta = yaml.safe_load((out / "README.md").read_text().split("---\n")[1])
+        pushed = yaml.safe_load(hub_metadata(run, adapter=False, base_model="Qwen/Qwen2.5-0.5B").split("---\n")[1])
+        assert meta["license"] == pushed["license"] == licence.lower()
+        assert meta["base_model"] == "Qwen/Qwen2.5-0.5B" and meta["library_name"] == "transformers"
+        assert meta["tags"] == ["mens", "merged"]

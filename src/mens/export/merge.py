@@ -72,10 +72,14 @@ def _model_card(report: MergeReport, manifest: dict, upstream_model_id: str | No
     # The body names the run and the base without this machine's paths either (the folder is
     # what gets uploaded or served elsewhere): the run by its folder name, the base by its Hub id.
     run_name, base_name = Path(report.run).name, base_id or f"…/{Path(report.base).name}"
-    lines = ["---", "library_name: transformers"] + ([f"base_model: {base_id}"] if base_id else []) + \
-        ["tags: [mens, merged]"]
-    if prov.get("license"):
-        lines.append(f"license: {prov['license']}")
+    # The header as `mens push` writes it (mens.evaluate.card.hub_metadata): huggingface_hub's
+    # ModelCardData quotes what YAML needs, and the licence is the Hub's lower-case id.
+    from huggingface_hub import ModelCardData
+
+    licence = prov.get("license") or manifest.get("license")
+    meta = ModelCardData(base_model=base_id, library_name="transformers", tags=["mens", "merged"],
+                         license=str(licence).lower() if licence else None)
+    lines = ["---", meta.to_yaml()]
     if report.adapter:
         lines += ["---", "", f"# {Path(report.out).name}", "",
                   f"Merged by `mens merge` from the {report.backend} run `{run_name}`: the adapter is folded "
