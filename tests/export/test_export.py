@@ -342,3 +342,24 @@ def test_the_modelfile_template_renders_a_chat_as_the_model_was_trained(tiny_tok
     for messages in (chat, chat[1:]):
         want = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         assert _render_ollama(CHATML_GO_TEMPLATE, messages) == want
+
+
+def test_a_template_s_default_system_prompt_becomes_the_modelfile_s_system(tiny_tokenizer_dir):
+    """Qwen2.5's ChatML template writes "You are a helpful assistant." when a chat has no system
+    message, and a model fine-tuned from it was trained so: the Modelfile's SYSTEM carries it (the
+    Modelfile had no SYSTEM and Ollama rendered such chats without it)."""
+    from transformers import AutoTokenizer
+
+    from mens.export.ollama import CHATML_GO_TEMPLATE, default_system, is_chatml, modelfile
+    from test_formats import QWEN25_TOOL_TEMPLATE
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    assert default_system(tok) is None  # mens's own ChatML writes none
+    tok.chat_template = QWEN25_TOOL_TEMPLATE
+    assert is_chatml(tok) and default_system(tok) == "You are a helpful assistant."
+    assert 'SYSTEM """You are a helpful assistant."""' in modelfile(
+        "./m.gguf", chatml=True, stops=["<|im_end|>"], system=default_system(tok))
+    chat = [{"role": "user", "content": "Add two numbers."}]
+    ollama_chat = [{"role": "system", "content": default_system(tok)}, *chat]  # SYSTEM, put first by Ollama
+    assert _render_ollama(CHATML_GO_TEMPLATE, ollama_chat) == tok.apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=True)

@@ -123,7 +123,7 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
     provenance, else none: never a local path)."""
     from mens.export import gguf
     from mens.export.merge import merge_run
-    from mens.export.ollama import is_chatml, write_modelfile
+    from mens.export.ollama import default_system, is_chatml, write_modelfile
     from mens.export.push import upstream_id
     from mens.hf import adapter_base
 
@@ -147,6 +147,8 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
         _converter_ready(merged)
         ids, stops, tokenizer = _stop_tokens(merged)
         chatml = is_chatml(tokenizer)
+        if chatml and system is None:  # the template's own default, as the model was trained
+            system = default_system(tokenizer)
         say(f"export: converting to GGUF ({_CONVERTER_OUTTYPE[quant]})")
         converted = tmp / "converted.gguf"
         gguf.convert(merged, converted, _CONVERTER_OUTTYPE[quant])

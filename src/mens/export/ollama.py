@@ -34,6 +34,23 @@ def is_chatml(tokenizer) -> bool:
     return text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
 
 
+def default_system(tokenizer) -> str | None:
+    """The system prompt a ChatML template writes when a chat has none (Qwen2.5's: "You are a
+    helpful assistant."), which the model was trained with; None when it writes none. The Modelfile
+    makes it the SYSTEM, which Ollama puts first when a request brings no system message of its
+    own, as the template does."""
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "U"}], tokenize=False,
+                                             add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - as in is_chatml
+        return None
+    turn = "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    head, system = "<|im_start|>system\n", text[:-len(turn)] if text.endswith(turn) else ""
+    if system.startswith(head) and system.endswith("<|im_end|>\n"):
+        return system[len(head):-len("<|im_end|>\n")]
+    return None
+
+
 def _quote(text: str) -> str:
     return '"""' + text.replace('"""', '\\"\\"\\"') + '"""'
 
