@@ -103,6 +103,7 @@ def test_save_and_load_as_plain_hf_model(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = build_model_and_tokenizer(TINY, seed=0)
+    model.config.use_cache = False  # as training leaves it: saved on all the same (for inference)
     (tmp_path / "manifest.json").write_text("{}")  # files the run keeps beside the model survive
     save_scratch_model(model, tok, tmp_path)
     names = {p.name for p in tmp_path.iterdir()}
@@ -110,6 +111,7 @@ def test_save_and_load_as_plain_hf_model(tmp_path):
             "tokenizer_config.json", "manifest.json"} <= names
     assert not [n for n in names if n.startswith(".")]
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert loaded.config.use_cache is True and model.config.use_cache is False
     ltok = AutoTokenizer.from_pretrained(tmp_path)
     assert ltok.chat_template and "<|im_start|>" in ltok.chat_template
     assert loaded.generation_config.eos_token_id == [vt.IM_END_ID, vt.EOS_ID]

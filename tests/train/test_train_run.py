@@ -180,8 +180,12 @@ def test_a_restart_that_fails_leaves_no_old_model_or_verdict(tiny_model_dir, tmp
     data = write_pairs(tmp_path / "data", n=12)
     run = tmp_path / "run"
     cfg = config(tiny_model_dir, data, run, backend="full", max_steps=2, seq_len=128)
-    assert train(cfg).status == "completed"
+    outcome = train(cfg)
+    assert outcome.status == "completed"
     assert (run / "model.safetensors").is_file() and (run / "config.json").is_file()
+    # saved for inference (the KV cache on), while the model in memory keeps training's setting
+    assert json.loads((run / "config.json").read_text())["use_cache"] is True
+    assert outcome.model.config.use_cache is False
     for name in ("gate_receipt.json", "benchmark_results.json", "notes.txt"):
         (run / name).write_text("{}")
 

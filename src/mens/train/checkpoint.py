@@ -13,6 +13,7 @@ loads. Resume takes the newest intact one, saying which it skipped and why."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -390,6 +391,22 @@ def weights_sha256(model) -> str:
     return h.hexdigest()
 
 
+@contextlib.contextmanager
+def cache_on_for_saving(model):
+    """config.use_cache as inference wants it while `model` is saved: training turns the KV cache
+    off (backends, speed), and a saved config.json keeping that false is read by other loaders
+    (merge had to put it back). Restored after, for a model that trains or benches on."""
+    config = getattr(model, "config", None)
+    off = getattr(config, "use_cache", None) is False
+    if off:
+        config.use_cache = True
+    try:
+        yield
+    finally:
+        if off:
+            config.use_cache = False
+
+
 def save_pretrained(run_dir: Path, model, tokenizer, weights: dict | None = None) -> None:
     """`save_pretrained` of the model — a PEFT model writes its adapter, a transformers model
     all its weights — plus the tokenizer with the chat template training used; each file lands
@@ -407,7 +424,8 @@ def save_pretrained(run_dir: Path, model, tokenizer, weights: dict | None = None
         kwargs["save_embedding_layers"] = False
     tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
     try:
-        model.save_pretrained(tmp, **kwargs)
+        with cache_on_for_saving(model):
+            model.save_pretrained(tmp, **kwargs)
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").unlink(missing_ok=True)  # PEFT's stub card; ours is MODEL_CARD.md
         for item in sorted(tmp.iterdir()):

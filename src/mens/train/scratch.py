@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.train.checkpoint import cache_on_for_saving
 from mens.train.vox_tokenizer import EOS_ID, IM_END_ID, PAD_ID, VOCAB_SIZE
 
 
@@ -283,8 +284,9 @@ def save_scratch_model(model, tokenizer, out_dir, state_dict: dict | None = None
         model.generation_config = generation_config()
     tmp = Path(tempfile.mkdtemp(prefix=".scratch-save.", dir=out))
     try:
-        model.save_pretrained(tmp, safe_serialization=True,
-                              **({"state_dict": state_dict} if state_dict is not None else {}))
+        with cache_on_for_saving(model):
+            model.save_pretrained(tmp, safe_serialization=True,
+                                  **({"state_dict": state_dict} if state_dict is not None else {}))
         tokenizer.save_pretrained(tmp)
         for item in sorted(tmp.iterdir()):
             os.replace(item, out / item.name)
