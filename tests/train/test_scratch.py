@@ -287,7 +287,10 @@ def test_llama_arch_trains_saves_and_loads(tmp_path, run_cli):
     assert model.config.model_type == "llama" and model.config.hidden_size == TINY.n_embd
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     whole = model(input_ids=ids).logits
-    packed = model(input_ids=torch.cat([ids, ids], 1), position_ids=torch.tensor([list(range(6)) * 2])).logits
+    # Packed rows as training passes them (no KV cache: transformers finds packed sequences by
+    # their restarting positions only then; the saved config has the cache on, for inference).
+    packed = model(input_ids=torch.cat([ids, ids], 1), position_ids=torch.tensor([list(range(6)) * 2]),
+                   use_cache=False).logits
     assert torch.allclose(packed[:, 6:], whole, atol=1e-4)  # the second copy sees only itself
 
 
