@@ -108,3 +108,13 @@ def test_completion_prompts_may_be_token_ids(live_server):
     for bad in ([True, 2], [[1], "fn"], [-1]):  # a bool is not a token id; one form per request
         r = httpx.post(live_server.url + "/v1/completions", headers=AUTH, json={"model": "tiny", "prompt": bad})
         assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+
+
+def test_an_empty_content_list_is_refused_and_health_answers_head(live_server):
+    """OpenAI refuses `content: []` (a list of parts holds at least one); probes send HEAD /health."""
+    client = live_server.client()
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": []}], max_tokens=2)
+    assert "messages[0].content" in exc.value.body["message"] and exc.value.body["param"] == "messages"
+    head = httpx.head(live_server.url + "/health")
+    assert head.status_code == 200 and head.content == b""

@@ -261,7 +261,7 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
 
         return StreamingResponse(events_out(), media_type="text/event-stream")
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])   # HEAD too: load balancers and uptime probes use it
     async def health():
         if not engine.alive:
             error = APIError(503, f"The engine is not running: {engine.error or 'stopped'}.", type="server_error",

@@ -211,6 +211,9 @@ class ChatParams(_Params):
         for i, m in enumerate(self.messages):
             if m.content is None and m.role != "assistant":
                 raise APIError(400, f"Missing required parameter: 'messages[{i}].content'.", param="messages")
+            if m.content == []:  # as OpenAI: a list of parts holds at least one
+                raise APIError(400, f"Invalid 'messages[{i}].content': empty array. Expected an array with minimum "
+                               "length 1.", param="messages")
             for j, part in enumerate(m.content if isinstance(m.content, list) else ()):
                 if part.type != "text":
                     raise APIError(400, f"messages[{i}].content[{j}] is a content part of type {part.type!r}; this "
