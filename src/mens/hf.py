@@ -92,7 +92,7 @@ def check_source(path_or_id: str) -> None:
     if p.exists():
         if not p.is_dir():
             raise MensError("is a file, not a model directory", str(p), "give a run dir, a merged model dir or a hub id")
-        if p.is_dir() and not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
+        if not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
             raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
                             "give a run dir, a merged model dir or a hub id")
         return

@@ -171,8 +171,9 @@ def _outputs(*paths: tuple[Path | None, str], report: str | None = None) -> None
             check_output(path, flag)
     given = [(path, flag) for path, flag in paths if path is not None]
     if report:
-        check_output(report_path(paths[0][0], report), "report")
-        given.insert(0, (report_path(paths[0][0], report), f"the {report} report"))
+        report_file = report_path(paths[0][0], report)
+        check_output(report_file, "report")
+        given.insert(0, (report_file, f"the {report} report"))
     seen: dict[Path, str] = {}
     for path, flag in given:  # two outputs in one file: the second write would replace the first
         key = Path(path).resolve()

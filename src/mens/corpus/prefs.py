@@ -121,17 +121,23 @@ def drop_contaminated(rows: list[dict[str, Any]], bench: str | Path, report: Rep
     return [r for i, r in enumerate(rows) if i not in bad]
 
 
-def read_prompts(path: str | Path) -> list[dict[str, Any]]:
-    """Prompt rows (bench-style tasks or pair rows): each needs a non-empty string `prompt`."""
+def read_numbered_prompts(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line, row) of each prompt row (bench-style tasks or pair rows): each needs a non-empty
+    string `prompt`. The line names the row in a later check's error (mens rl's fields)."""
     rows = []
     for lineno, obj in iter_jsonl(path, has_lenient=False):
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"].strip():
             raise MensError("a prompt row needs a non-empty string 'prompt'", f"{path}:{lineno}",
                             "write one JSON object a line with a 'prompt' (and optional lang, expect_contains, tests)")
-        rows.append(obj)
+        rows.append((lineno, obj))
     if not rows:
         raise MensError("no prompts", str(path), "give a JSONL file with one prompt a line")
     return rows
+
+
+def read_prompts(path: str | Path) -> list[dict[str, Any]]:
+    """The prompt rows of `read_numbered_prompts`, without their lines."""
+    return [row for _, row in read_numbered_prompts(path)]
 
 
 def make_prefs(pairs: list[str | Path], output: str | Path, *, bench: str | Path | None = None,

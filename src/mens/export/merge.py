@@ -79,16 +79,14 @@ def _model_card(report: MergeReport, manifest: dict, upstream_model_id: str | No
     licence = prov.get("license") or manifest.get("license")
     meta = ModelCardData(base_model=base_id, library_name="transformers", tags=["mens", "merged"],
                          license=str(licence).lower() if licence else None)
-    lines = ["---", meta.to_yaml()]
+    lines = ["---", meta.to_yaml(), "---", "", f"# {Path(report.out).name}", ""]
     if report.adapter:
-        lines += ["---", "", f"# {Path(report.out).name}", "",
-                  f"Merged by `mens merge` from the {report.backend} run `{run_name}`: the adapter is folded "
+        lines += [f"Merged by `mens merge` from the {report.backend} run `{run_name}`: the adapter is folded "
                   f"into the full-precision weights of `{base_name}` and saved in {report.dtype}.", "",
                   f"- largest logit difference, adapter vs merged (fp32): {report.max_logit_diff:.2e}",
                   f"- largest logit difference, adapter vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
     else:
-        lines += ["---", "", f"# {Path(report.out).name}", "",
-                  f"Saved by `mens merge` from the {report.backend} run `{run_name}` (a whole model: no "
+        lines += [f"Saved by `mens merge` from the {report.backend} run `{run_name}` (a whole model: no "
                   f"adapter to fold) in {report.dtype}.", "",
                   f"- largest logit difference, run vs saved {report.dtype} model: {report.max_logit_diff_saved:.2e}"]
     if report.max_logit_diff_vs_nf4 is not None:

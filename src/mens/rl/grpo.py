@@ -100,9 +100,9 @@ def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions
 
 def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[dict[str, Any]]:
     """Rows for the trainer: prompt as a user turn, lang, expect_contains, tests (one type each)."""
-    from mens.corpus.prefs import read_prompts
+    from mens.corpus.prefs import read_numbered_prompts
 
-    rows = read_prompts(path)
+    numbered = read_numbered_prompts(path)
     if bench is not None:
         from mens.evaluate.contamination import find_contamination
 
@@ -111,11 +111,9 @@ def read_prompt_rows(path: str | Path, bench: str | Path | None = None) -> list[
             raise MensError(f"the prompts hold held-out bench task {hits[0]['id']!r} ({len(hits)} overlap(s))",
                             hits[0]["where"], "remove bench tasks from the prompts: RL on them measures memory")
     from mens.lang import get_pack
-    from mens.records import iter_jsonl
 
-    lines = [n for n, _ in iter_jsonl(path, has_lenient=False)]  # each row's line (read_prompts keeps none)
     out, packs = [], {}
-    for i, (row, line) in enumerate(zip(rows, lines), 1):
+    for i, (line, row) in enumerate(numbered, 1):
         where = f"{path}:{line}"
         needles = row.get("expect_contains") or []
         if not isinstance(needles, list) or not all(isinstance(n, str) for n in needles):
