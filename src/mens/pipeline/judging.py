@@ -28,8 +28,15 @@ def base_source(ctx: Context) -> str:
     return ctx.model if ctx.model else str(ctx.work_file("base"))
 
 
+def fine_tunes(ctx: Context) -> bool:
+    """False with `train: false`: the pipeline makes a scratch base and judges it (examples/base/)."""
+    return ctx.config.get("train", {}) is not False
+
+
 def final_run(ctx: Context) -> Path:
     """The run bench, gate, card and report judge: the last training stage's."""
+    if not fine_tunes(ctx):
+        return ctx.work_file("base")
     return next((ctx.work_file(n) for n in ("rl", "dpo") if n in ctx.config), ctx.work_file("run"))
 
 
@@ -39,7 +46,7 @@ def bench_params(ctx: Context) -> dict[str, Any]:
             "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
             "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
             "path": str(sec.get("path", "bench")), "grammar": sec.get("grammar") or None,
-            "compare_base": bool(sec.get("compare_base", True))}
+            "compare_base": bool(sec.get("compare_base", True)) and fine_tunes(ctx)}
 
 
 def check_bench_section(ctx: Context, where: str) -> None:

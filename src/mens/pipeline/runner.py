@@ -172,7 +172,10 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
     base = path.resolve().parent
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
-    ctx = Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+    configured = config.get("model")  # a folder beside the config (the shipped base) or a hub id
+    if isinstance(configured, str) and (base / os.path.expanduser(configured)).exists():
+        configured = str((base / os.path.expanduser(configured)).resolve())
+    ctx = Context(config=config, base_dir=base, work=work, model=model or configured)
     for source in ctx.section("corpus").get("sources") or []:  # named now, not by the extract stage
         if "{work_dir}" not in str(source) and not ctx.path(source).exists():
             raise MensError(f"corpus source not found: {ctx.path(source)}", f"{path}: corpus.sources",
@@ -189,6 +192,7 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 # `train` and `scratch` take every `mens train` field (scratch also `data`); `mix` is checked by
 # mens.corpus.mix with the same rule.
 _SECTION_KEYS = {
+    "gather": {"stdlib", "packages", "max_file_bytes"},
     "corpus": {"sources", "langs"},
     "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "drill_english_names",
                       "made_up_names", "made_up_subjects"},
@@ -213,6 +217,9 @@ def _training_keys() -> dict[str, set[str]]:
 def check_keys(config: dict[str, Any], where: str) -> None:
     from mens.train.config import canonical_fields, resolve_config
 
+    if config.get("train") is False and config.get("model"):
+        raise MensError("train: false with a model: there is nothing to train the model into", where,
+                        "drop `train: false` to fine-tune the model, or `model` to train a scratch base")
     for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
         if isinstance(config.get(name), dict):
             fields_ = canonical_fields(config[name], f"{where}: {name}",
