@@ -328,7 +328,7 @@ def test_prompts_are_distinct_in_many_voices_and_about_new_domains():
 
 def test_mens_bench_runs_the_python_bench_end_to_end(tmp_path, tiny_model_dir, run_cli):
     out = tmp_path / "results.json"
-    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", BENCH, "--max-new-tokens", "8",
+    code, _, err = run_cli("bench", "--model", tiny_model_dir, "--bench", BENCH, "--max-new-tokens", "4",
                            "--batch-size", "60", "--device", "cpu", "-o", out)
     assert code == 0, err
     res = json.loads(out.read_text())
