@@ -11,6 +11,7 @@ import asyncio
 import functools
 import json
 import os
+import pathlib
 import re
 import sysconfig
 import textwrap
@@ -284,27 +285,27 @@ def test_every_reference_does_what_its_prompt_asks(tmp_path):
         exec(compile(textwrap.dedent(CHECKS[t.id]), f"{t.id} (check)", "exec", dont_inherit=True), space)
 
 
-def _stdlib_sources() -> str:
-    """Every .py file of the running interpreter's standard library, as one text (its own
-    site-packages left out: what pip installed there is not the standard library)."""
+def _stdlib_sources() -> bytes:
+    """Every .py file of the running interpreter's standard library (31 MB for 3.11), as one
+    bytes object: searched as bytes, twice as fast as decoded. Its own site-packages are left
+    out: what pip installed there is not the standard library."""
     parts = []
     for folder, subdirs, files in os.walk(sysconfig.get_paths()["stdlib"]):
         subdirs[:] = [d for d in subdirs if d not in ("site-packages", "dist-packages")]
-        parts += [open(os.path.join(folder, f), encoding="utf-8", errors="replace").read()
-                  for f in files if f.endswith(".py")]
-    return "\n".join(parts)
+        parts += [pathlib.Path(folder, f).read_bytes() for f in files if f.endswith(".py")]
+    return b"\n".join(parts)
 
 
 def test_names_are_made_up_and_copied_from_the_prompt():
     """A model trained on the standard library cannot write a task's name from memory: it must
     copy it from the request (README.md says how the installed packages were checked too)."""
     stdlib = _stdlib_sources()
-    assert "def bisect_right" in stdlib  # the walk did find the standard library
+    assert b"def bisect_right" in stdlib  # the walk did find the standard library
     for t in _tasks():
         quoted = " ".join(re.findall(r"`([^`]+)`", t.prompt))
         for name in _names(t):
             assert re.search(rf"\b{name}\b", quoted), (t.id, name)
-            assert name not in stdlib, (t.id, name)
+            assert name.encode() not in stdlib, (t.id, name)
 
 
 def _normalise(text: str) -> str:
