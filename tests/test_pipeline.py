@@ -477,19 +477,23 @@ def test_scratch_nproc_trains_the_base_in_two_ranks(project, run_cli, monkeypatc
 def test_quality_line_says_what_the_fine_tune_did_to_its_base(tmp_path):
     from mens.pipeline.cli import quality_line
 
-    res = {"parse_rate": 0.667, "pass_at_1": 0.278, "n_tasks": 54,
-           "grammar": {"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.315},
-           "base": {"parse_rate": 0.722, "pass_at_1": 0.259},
-           "vs_base": {"parse": {"lost": 3, "gained": 0, "p_value": 0.125}}}
+    res = {"parse_rate": 0.907, "pass_at_1": 0.463, "n_tasks": 54,
+           "grammar": {"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.519},
+           "base": {"parse_rate": 0.056, "pass_at_1": 0.0,
+                    "grammar": {"lang": "vox", "parse_rate": 0.981, "pass_at_1": 0.037}},
+           "vs_base": {"parse": {"lost": 0, "gained": 46, "p_value": 1.0}}}
     path = tmp_path / "benchmark_results.json"
     path.write_text(json.dumps(res))
     assert quality_line(path) == (
-        "Model quality: 67% of answers parse, pass@1 0.28 on 54 held-out bench tasks (greedy); with --grammar vox: "
-        "100% parse, pass@1 0.32; before the fine-tune: 72% parse, pass@1 0.26 (the fine-tune lost 3 parsing "
-        "answers and gained 0)")
+        "Before → after the fine-tune, 54 held-out bench tasks (greedy): parse 6% → 91%, pass@1 0.00 → 0.46; "
+        "with --grammar vox: parse 98% → 100%, pass@1 0.04 → 0.52 (the fine-tune gained 46 parsing answers and "
+        "lost 0)")
+    del res["base"]["grammar"], res["base"], res["vs_base"]
+    path.write_text(json.dumps(res))
+    assert quality_line(path) == ("Model quality: 91% of answers parse, pass@1 0.46 on 54 held-out bench tasks "
+                                  "(greedy); with --grammar vox: 100% parse, pass@1 0.52")
     path.write_text("{")
     assert quality_line(path) is None
-
 
 
 def test_help_names_every_stage(capsys):

@@ -173,6 +173,9 @@ def gather(sources: Iterable[Source], out: str | Path, *, max_file_bytes: int = 
     report = Report("gather", str(out / SOURCES_FILE))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.gather-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
     dists, files = [], []
     resolved = [(source, *installed_files(source)) for source in sources]  # a missing one: said before copying
     try:

@@ -97,7 +97,9 @@ def stage_bench(ctx: Context) -> dict[str, Any]:
         figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
     if p["compare_base"]:
         base = run_bench(base_source(ctx), bench, **opts)
-        attach_base(res, base, base_source(ctx))
+        base_grammar = {"lang": p["grammar"], **run_bench(base_source(ctx), bench, **opts, grammar=p["grammar"])} \
+            if p["grammar"] else None
+        attach_base(res, base, base_source(ctx), base_grammar)
         figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
     res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
     write_json_atomic(final_run(ctx) / "benchmark_results.json", res)
