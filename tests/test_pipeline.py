@@ -504,3 +504,63 @@ def test_help_names_every_stage(capsys):
     with pytest.raises(SystemExit):
         main(["pipeline", "--help"])
     assert ", ".join(s.name for s in STAGES) in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_base_pipeline_gathers_trains_judges_and_ships_without_a_fine_tune(tmp_path, run_cli, monkeypatch):
+    """examples/base/pipeline.yaml's shape: gather an installed distribution's code, learn a joined
+    BPE and a scratch base on it (raw files + Python pairs), `train: false`, bench the base on Python
+    tasks, ship it as a folder with SOURCES.json and SHA256SUMS that loads and checks itself."""
+    from test_pipeline_helpers import fake_distribution
+
+    site = tmp_path / "site"
+    fake_distribution(site, "orchard", {
+        "orchard/__init__.py": '"""Orchards."""\n',
+        "orchard/trees.py": "".join(f'def yield_of_{i}(trees):\n    """Apples from {i} rows of trees."""\n'
+                                    f'    return trees * {i}\n\n\n' for i in range(12)),
+        "orchard/tests/test_trees.py": "def test_x():\n    assert True\n"})
+    monkeypatch.syspath_prepend(str(site))
+    bench = [{"id": "p1", "category": "function", "lang": "python", "prompt": "Write a Python function `pear_count`.",
+              "expect_contains": ["def pear_count"], "context_files": []}]
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(b) + "\n" for b in bench))
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump({"gates": [
+        {"name": "loss is finite", "metric": "train.final_loss", "op": "<=", "threshold": 1e6, "blocking": True}]}))
+    config = {
+        "work_dir": "work", "seed": 0,
+        "gather": {"stdlib": False, "packages": ["orchard"]},
+        "corpus": {"sources": ["{work_dir}/sources/files"]},
+        "mix": {"sources": [{"path": "{work_dir}/corpus/pairs.valid.jsonl"}]},
+        "scratch": {"raw_text": "{work_dir}/sources/files", "scratch_arch": "llama", "scratch_shape": "tiny",
+                    "scratch_vocab": 300, "scratch_bpe_spaces": "joined", "max_steps": 2, "seq_len": 128,
+                    "eval_interval": 0, "save_interval": 0},
+        "train": False,
+        "bench": {"path": "bench.jsonl", "max_new_tokens": 4},
+        "gate": {"policy": "gates.yaml"},
+        "ship": {"to": "shipped", "dtype": "bf16"},
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", tmp_path / "pipeline.yaml")
+    assert code == 0, err
+    assert "[train] not needed: train: false" in err and "[ship] done" in err
+    shipped = tmp_path / "shipped"
+    sources = json.loads((shipped / "SOURCES.json").read_text())
+    assert [f["path"] for f in sources["files"]] == ["files/orchard/orchard/__init__.py",
+                                                      "files/orchard/orchard/trees.py"]
+    sums = (shipped / "SHA256SUMS").read_text()
+    assert all(f"  {name}\n" in sums for name in ("model.safetensors", "tokenizer.json", "SOURCES.json",
+                                                   "MODEL_CARD.md", "training_manifest.json"))
+    assert json.loads((shipped / "config.json").read_text())["dtype"] == "bfloat16"
+    results = json.loads((tmp_path / "work" / "base" / "benchmark_results.json").read_text())
+    assert results["n_tasks"] == 1 and "base" not in results  # the base is the model judged: nothing to compare
+    code, _, err = run_cli("bench", "--model", shipped, "--bench", tmp_path / "bench.jsonl", "--max-new-tokens", "2")
+    assert code == 0, err
+    (shipped / "model.safetensors").write_bytes((shipped / "model.safetensors").read_bytes()[:-8])
+    code, _, err = run_cli("bench", "--model", shipped, "--bench", tmp_path / "bench.jsonl")
+    assert code == 2 and "sha256 does not match SHA256SUMS" in err and "model.safetensors" in err
+
+
+def test_train_false_with_a_model_is_refused(project, run_cli):
+    cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
+    cfg.update(train=False, model="somewhere")
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--dry-run")
+    assert code == 2 and "train: false with a model" in err

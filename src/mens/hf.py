@@ -95,6 +95,7 @@ def check_source(path_or_id: str) -> None:
         if not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
             raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
                             "give a run dir, a merged model dir or a hub id")
+        verify_checksums(p)  # a shipped model changed since (mens merge's SHA256SUMS): said now
         return
     if _looks_like_path(path_or_id):
         raise MensError("model path not found", path_or_id, "check the path")

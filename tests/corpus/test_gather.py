@@ -13,24 +13,13 @@ import pytest
 from mens.corpus.installed import (FILES_DIR, SOURCES_FILE, STDLIB, Source, gather, glob_regex, installed_files,
                                    licence_of)
 from mens.errors import MensError
-
-
-def _dist(site: Path, name: str, files: dict[str, str], licence: str = "License-Expression: MIT") -> None:
-    """An installed distribution as pip leaves one: the files, METADATA and a RECORD listing them."""
-    info = site / f"{name}-1.2.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.4\nName: {name}\nVersion: 1.2\n{licence}\n")
-    for rel, text in files.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_text(text)
-    record = [f"{rel},," for rel in files] + [f"{name}-1.2.dist-info/METADATA,,", f"{name}-1.2.dist-info/RECORD,,"]
-    (info / "RECORD").write_text("\n".join(record) + "\n")
+from test_pipeline_helpers import fake_distribution
 
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     site = tmp_path / "site"
-    _dist(site, "tidepool", {
+    fake_distribution(site, "tidepool", {
         "tidepool/__init__.py": '"""Tide pools."""\n\ndef depth(x):\n    return x * 2\n',
         "tidepool/core.h": "namespace tide { int depth(int x) { return 2 * x; } }\n",
         "tidepool/tests/test_core.py": "def test_depth():\n    assert True\n",
@@ -38,7 +27,7 @@ def site(tmp_path, monkeypatch):
         "tidepool/notes.py": "# ported from the Vox compiler\nX = 1\n",
         "tidepool/empty.py": "   \n",
     })
-    _dist(site, "weakling", {"weakling/__init__.py": "Y = 2\n"}, licence="License-Expression: GPL-3.0-only")
+    fake_distribution(site, "weakling", {"weakling/__init__.py": "Y = 2\n"}, licence="License-Expression: GPL-3.0-only")
     monkeypatch.syspath_prepend(str(site))
     return site
 
@@ -112,6 +101,6 @@ def test_globs_over_recorded_paths(pattern, yes, no):
 def test_licences_from_each_kind_of_metadata(tmp_path, metadata, ids, permissive):
     import importlib.metadata
 
-    _dist(tmp_path, "lic", {"lic/__init__.py": "X = 1\n"}, licence=metadata)
+    fake_distribution(tmp_path, "lic", {"lic/__init__.py": "X = 1\n"}, licence=metadata)
     licence = licence_of(importlib.metadata.PathDistribution(tmp_path / "lic-1.2.dist-info"))
     assert licence.ids == ids and licence.permissive is permissive

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 from mens.corpus.extract import MINIFIED_LINE_CHARS, generated_marker
 from mens.corpus.report import Report
 from mens.errors import MensError
-from mens.files import write_json_atomic
+from mens.files import replace_folder, write_json_atomic
 from mens.progress import progress
 
 SOURCES_FILE = "SOURCES.json"
@@ -212,21 +212,10 @@ def gather(sources: Iterable[Source], out: str | Path, *, max_file_bytes: int = 
         report.extra = {"python": platform.python_version(), "distributions": dists, "files": files,
                         "vox_check": "every file read: no .vox file, no text naming Vox (the `vox` drops)"}
         write_json_atomic(tmp / SOURCES_FILE, {"schema_version": "mens.sources.v1", **report.to_dict()})
-        _replace_folder(tmp, out)
+        replace_folder(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report
-
-
-def _replace_folder(new: Path, out: Path) -> None:
-    """Swap a finished folder into `out`: the old one is renamed away first, then removed."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-    os.replace(new, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def read_sources(folder: str | Path) -> dict[str, Any]:

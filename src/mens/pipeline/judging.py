@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mens.errors import GateFailure
+from mens.errors import GateFailure, MensError
 from mens.pipeline.runner import Context
 from mens.train.checkpoint import VERDICT_FILES
 
@@ -139,6 +139,41 @@ def stage_report(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.report import write_report
 
     return {"report": str(write_report(final_run(ctx)))}
+
+
+def ship_params(ctx: Context) -> dict[str, Any]:
+    sec = ctx.section("ship")
+    if not isinstance(sec.get("to"), str):
+        raise MensError("ship.to must be a folder", "pipeline config: ship", "e.g. ship: {to: ../models/mine}")
+    return {"to": str(ctx.path(sec["to"]).resolve()), "dtype": str(sec.get("dtype", "bf16"))}
+
+
+def stage_ship(ctx: Context) -> dict[str, Any]:
+    """The judged model as a folder to hand out (`ship.to`): `mens merge`'s whole model in
+    `ship.dtype` with its card, manifest and SHA256SUMS, plus the gathered sources' SOURCES.json
+    when the pipeline gathered them. Built beside the folder and swapped in whole."""
+    import tempfile
+
+    from mens.corpus.installed import SOURCES_FILE
+    from mens.export.merge import merge_run
+    from mens.files import replace_folder
+    from mens.hf import write_checksums
+
+    p = ship_params(ctx)
+    to = Path(p["to"])
+    to.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.ship-", dir=to.parent))
+    try:
+        report = merge_run(final_run(ctx), staging / "model", dtype=p["dtype"])
+        sources = ctx.work_file("sources", SOURCES_FILE)
+        if "gather" in ctx.config and sources.is_file():
+            shutil.copyfile(sources, staging / "model" / SOURCES_FILE)
+            write_checksums(staging / "model")
+        replace_folder(staging / "model", to)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    size = sum(f.stat().st_size for f in to.iterdir() if f.is_file())
+    return {"folder": str(to), "MB": round(size / 1e6, 2), "dtype": report.dtype}
 
 
 def run_results(ctx: Context, *names: str) -> list[Path]:

@@ -199,6 +199,7 @@ _SECTION_KEYS = {
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},
+    "ship": {"to", "dtype"},
 }
 _TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", "dpo", "rl", *_SECTION_KEYS}
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from mens.corpus.synth.words import MADE_UP_SHARE
 from mens.errors import MensError
 from mens.pipeline.judging import (bench_params, final_run, fine_tunes, model_files, policy, run_results,
-                                   stage_bench, stage_card, stage_gate, stage_report)
+                                   ship_params, stage_bench, stage_card, stage_gate, stage_report, stage_ship)
 from mens.pipeline.runner import Context, Stage
 from mens.pipeline.training import (after_sft, base_inputs, dpo_data, dpo_params, off, rl_params, scratch_inputs,
                                     scratch_params, stage_dpo, stage_rl, stage_scratch, stage_train, train_params)
@@ -248,4 +248,8 @@ STAGES: list[Stage] = [
     Stage("report", inputs=lambda c: run_results(c, "training_manifest.json", "telemetry.jsonl", "eval_results.json",
                                                   "benchmark_results.json", "gate_receipt.json"),
           outputs=lambda c: run_results(c, "report.html"), run=stage_report, code=_EVALUATE, help="HTML report"),
+    Stage("ship", inputs=lambda c: [*model_files(final_run(c)), *run_results(c, "MODEL_CARD.md")],
+          outputs=lambda c: [Path(ship_params(c)["to"]) / "SHA256SUMS"], run=stage_ship, params=ship_params,
+          needed=lambda c: None if "ship" in c.config else "no `ship:` section",
+          code=("mens.export", "mens.hf", "mens.pipeline"), help="the judged model as a folder to hand out"),
 ]
