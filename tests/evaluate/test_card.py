@@ -6,7 +6,7 @@ from mens.evaluate.gates import run_gates
 
 def test_card_renders_every_section_present(tmp_path, run_cli):
     run = make_run(tmp_path)
-    run_gates(run, EXAMPLES / "gates-scratch.yaml")
+    run_gates(run, EXAMPLES / "gates.yaml")
     code, out, _ = run_cli("card", run)
     assert code == 0
     text = (run / "MODEL_CARD.md").read_text()

@@ -19,7 +19,7 @@ def _policy(tmp_path, gates):
 
 def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
     run = make_run(tmp_path, pass_at_1=0.24, bench_parse_rate=0.65)   # the quickstart's figures
-    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 0, out + err
     receipt = json.loads((run / "gate_receipt.json").read_text())
     assert receipt["passed"] is True
@@ -41,13 +41,13 @@ def test_shipped_policy_passes_a_healthy_run(tmp_path, run_cli):
 
 def test_shipped_policy_blocks_a_model_whose_bench_code_mostly_does_not_parse(tmp_path, run_cli):
     run = make_run(tmp_path, pass_at_1=0.24, bench_parse_rate=0.5)
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "blocking gate(s) failed: bench code parses\n" in err
 
 
 def test_shipped_policy_blocks_grammar_mode_code_that_does_not_parse(tmp_path, run_cli):
     run = make_run(tmp_path, pass_at_1=0.24, grammar_parse_rate=0.9)
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "blocking gate(s) failed: bench code parses with --grammar\n" in err
 
 
@@ -55,7 +55,7 @@ def test_shipped_policy_blocks_a_model_under_issue_12s_pass_at_1(tmp_path, run_c
     """pass@1 0.2 blocks: a model whose code parses but does not do what the tasks ask (the
     quickstart's before code drills: 0.85 parse, pass@1 0) is not promoted."""
     run = make_run(tmp_path, pass_at_1=0.185, bench_parse_rate=0.85)
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "blocking gate(s) failed: bench pass@1\n" in err
 
 
@@ -96,7 +96,7 @@ def test_bad_policy_is_a_user_error(tmp_path, run_cli):
     code, _, err = run_cli("gate", "--run", run, "--policy", policy)
     assert code == 2 and "must start with eval., bench. or train." in err
     shutil.rmtree(run)
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 2 and "run directory not found" in err
 
 
@@ -105,11 +105,11 @@ def test_shipped_policy_blocks_a_corpus_with_secrets(tmp_path, run_cli):
     results = json.loads((run / "eval_results.json").read_text())
     results["safety_rejections"] = 1
     (run / "eval_results.json").write_text(json.dumps(results))
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "corpus holds no secrets" in err
     del results["safety_rejections"]  # an eval that did not measure safety cannot pass the gate either
     (run / "eval_results.json").write_text(json.dumps(results))
-    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "corpus holds no secrets" in err
 
 
@@ -154,11 +154,11 @@ def test_shipped_policy_blocks_a_fine_tune_that_lost_parse_rate(tmp_path, run_cl
         for lost, code in ((3, 0), (5, 1)):
             results["vs_base"][figure].update(lost=lost, p_value=sign_test_p(lost, 0))
             (run / "benchmark_results.json").write_text(json.dumps(results))
-            code_, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+            code_, _, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
             assert code_ == code, (figure, lost, err)
             assert code == 0 or f"blocking gate(s) failed: fine-tune keeps the base's {name}\n" in err
         results["vs_base"][figure].update(lost=0, p_value=1.0)
     del results["vs_base"]
     (run / "benchmark_results.json").write_text(json.dumps(results))
-    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates-scratch.yaml")
+    code, out, err = run_cli("gate", "--run", run, "--policy", EXAMPLES / "gates.yaml")
     assert code == 1 and "fine-tune keeps the base" in err

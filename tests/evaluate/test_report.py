@@ -87,7 +87,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     from mens.evaluate.report import write_report
 
     run = make_run(tmp_path, steps=30)
-    run_gates(run, EXAMPLES / "gates-scratch.yaml")
+    run_gates(run, EXAMPLES / "gates.yaml")
     page = write_report(run)
     shot = tmp_path / "shot.png"
     subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

@@ -200,7 +200,7 @@ PIPELINE = {
 @pytest.mark.parametrize("edit, phrase", PIPELINE.values(), ids=PIPELINE.keys())
 def test_bad_values_in_the_pipeline_config(run_cli, tmp_path, edit, phrase):
     """Checked as the config is read: no stage runs (nor is planned) first."""
-    config = {**yaml.safe_load((EXAMPLES / "pipeline-scratch.yaml").read_text()), **edit}
+    config = {**yaml.safe_load((EXAMPLES / "pipeline.yaml").read_text()), **edit}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(config))
     assert_one_line_error(run_cli, ["pipeline", "--config", tmp_path / "p.yaml"], 2, phrase.format(t=tmp_path),
                           [tmp_path])
