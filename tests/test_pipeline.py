@@ -91,7 +91,11 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert res["grammar"]["lang"] == "vox" and Path(res["base"]["model"]).name == "base"
     assert res["vs_base"]["pass_at_1_drop"] == res["base"]["pass_at_1"] - res["pass_at_1"]
     assert res["vs_base"]["tasks_compared"] == res["n_tasks"] and 0 < res["vs_base"]["parse"]["p_value"] <= 1
-    assert list(res)[-1] == "items" and "Model quality: " in out and "with --grammar vox" in out
+    # The base was benched too, so the last line tells before → after in the bench's own figures.
+    flat = " ".join(out.split())
+    assert list(res)[-1] == "items" and "with --grammar vox: parse " in flat, flat[-800:]
+    assert (f"Before → after the fine-tune, {res['n_tasks']} held-out bench tasks (greedy): parse "
+            f"{res['base']['parse_rate']:.0%} → {res['parse_rate']:.0%}") in flat, flat[-800:]
     assert "out of date" not in out
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
     assert list(state["stages"]) == STAGE_NAMES
@@ -114,7 +118,7 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert st["generate-data"] == "skipped"  # its inputs did not change
     assert set(st) == {"extract", "pairs", "validate", "generate-data", "mix", "eval"}
     # The summary still quotes the model's bench results, but says the new corpus outdated them.
-    assert "Model quality: " in out and "(of an earlier run, out of date: train-scratch-base: input changed" in \
+    assert "Before → after the fine-tune" in out and "(of an earlier run, out of date: train-scratch-base: input changed" in \
         " ".join(out.split()), out
     code, out, err = run_cli("pipeline", "--config", cfg, "--dry-run")
     assert "[train-scratch-base] would run: input changed: train.jsonl" in err
@@ -250,6 +254,41 @@ def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     src.write_text("bb")
     [outcome] = run_pipeline(ctx, [stage])
     assert outcome.status == "ran" and outcome.reason == "input changed: in.txt" and seen[-1] is False
+
+
+def test_an_interrupted_stage_resumes_across_a_change_of_mens_code(tmp_path, monkeypatch, capsys):
+    """Hours of training are not thrown away because mens's own code changed between the
+    interruption and the rerun: the stage resumes and says why; a changed input still restarts."""
+    import mens.pipeline.runner as runner
+    from mens.progress import configure
+
+    configure(quiet=False)  # status lines on stderr, as the CLI sets them
+    src = tmp_path / "in.txt"
+    src.write_text("a")
+    seen = []
+
+    def copy(ctx):
+        seen.append(ctx.resume)
+        if len(seen) in (1, 3):
+            raise KeyboardInterrupt  # cut off part-way, twice
+        return {}
+
+    stage = runner.Stage("copy", inputs=lambda c: [src], outputs=lambda c: [], run=copy)
+    ctx = runner.Context(config={}, base_dir=tmp_path, work=tmp_path / "work")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_pipeline(ctx, [stage])
+    real = runner.fingerprint
+    monkeypatch.setattr(runner, "fingerprint", lambda c, s: {**real(c, s), "code": {"mens.train": "edited"},
+                                                             "digest": real(c, s)["digest"][::-1]})
+    runner.run_pipeline(ctx, [stage])
+    assert seen == [False, True]
+    assert "[copy] resuming the interrupted run although mens's code changed" in capsys.readouterr().err
+    src.write_text("b")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_pipeline(ctx, [stage])
+    src.write_text("bb")
+    runner.run_pipeline(ctx, [stage])
+    assert seen == [False, True, False, False]  # its input changed: from scratch
 
 
 @pytest.mark.parametrize("edit, message", [

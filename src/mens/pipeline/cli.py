@@ -7,10 +7,12 @@ from pathlib import Path
 
 
 def register(sub) -> None:
+    from mens.pipeline.stages import STAGES
+
     p = sub.add_parser("pipeline", help="run corpus → train → bench → gate → card → report, skipping unchanged stages",
-                       description="Run the stages in order (extract, pairs, validate, generate-data, mix, eval, "
-                       "train-scratch-base, train, dpo, rl, bench, gate, card, report; dpo and rl only with a `dpo:` / "
-                       "`rl:` section). A stage whose inputs, config and "
+                       description=f"Run the stages in order ({', '.join(s.name for s in STAGES)}; gather, dpo, rl "
+                       "and ship only with their own section: `gather:`, `dpo:`, `rl:`, `ship:`). A stage whose "
+                       "inputs, config and "
                        "language-pack fingerprints are unchanged since its last run is skipped; the state is "
                        "in WORK_DIR/pipeline_state.json.")
     p.add_argument("--config", type=Path, default=Path("pipeline.yaml"),

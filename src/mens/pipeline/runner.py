@@ -22,6 +22,7 @@ exception: card and report still render (they show why), then the pipeline exits
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -32,6 +33,7 @@ from typing import Any, Callable
 from mens.errors import GateFailure, MensError
 from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
 from mens.files import hold_lock, release_lock, write_json_atomic
+from mens.progress import say
 
 STATE_NAME = "pipeline_state.json"
 
@@ -124,6 +126,20 @@ def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
     if missing:
         return f"output missing: {missing[0].name}"
     return None
+
+
+def work_digest(fp: dict[str, Any]) -> str:
+    """The digest of what a stage works on — inputs, params, packs — without mens's code."""
+    return hashlib.sha256(json.dumps({k: fp.get(k) for k in ("inputs", "params", "packs")},
+                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def resumable(attempt: str | dict | None, fp: dict[str, Any]) -> bool:
+    """Whether an interrupted attempt (pipeline_state.json's `attempts`) may be resumed now: the
+    same inputs, params and packs (older states kept the full digest only)."""
+    if isinstance(attempt, dict):
+        return attempt.get("work") == work_digest(fp)
+    return attempt == fp["digest"]
 
 
 def stage_check(ctx: Context, state: dict[str, Any], stage: Stage) -> tuple[dict[str, Any], str | None]:
@@ -382,11 +398,15 @@ def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
             upstream_runs = True
             _emit(outcomes, StageOutcome(stage.name, "planned", reason), on_stage)
             continue
-        # A stage that was cut off (Ctrl+C, a crash) with the same fingerprint may resume its
-        # own work — training continues from its last checkpoint instead of starting over.
+        # A stage that was cut off (Ctrl+C, a crash) with the same inputs, config and packs may
+        # resume its own work — training continues from its last checkpoint instead of starting
+        # over. A change to mens's own code alone does not throw hours of training away: the
+        # stage resumes and says so (training itself refuses a checkpoint of another config).
         attempts = state.setdefault("attempts", {})
-        ctx.resume = attempts.get(stage.name) == fp["digest"]
-        attempts[stage.name] = fp["digest"]
+        ctx.resume = resumable(attempts.get(stage.name), fp)
+        if ctx.resume and attempts[stage.name] != fp["digest"] and attempts[stage.name].get("digest") != fp["digest"]:
+            say(f"[{stage.name}] resuming the interrupted run although mens's code changed since it started")
+        attempts[stage.name] = {"digest": fp["digest"], "work": work_digest(fp)}
         save_state(ctx.work, state)
         started = time.time()
         try:
