@@ -3,6 +3,7 @@
     .venv/bin/python bench/train_vs_trl.py --layers 4 --pairs 128            # quick cut
     .venv/bin/python bench/train_vs_trl.py --pairs 32                        # Qwen2.5-0.5B shape
     .venv/bin/python bench/train_vs_trl.py --device cuda --seq 2048 --runs trl,trl-liger,mens
+    .venv/bin/python bench/train_vs_trl.py --model DIR --pairs 32 --runs trl,mens-nopack  # same steps?
 
 Every run trains the same random-weight Qwen2-shaped model (config from
 `../shared/assets/model-configs/qwen2.5-0.5b.json`, optionally cut to `--layers`, real Qwen2
@@ -137,12 +138,13 @@ def prepare(args) -> dict:
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model_dir = build_model(work / f"qwen2.5-0.5b-{args.layers or 24}l-seed{args.seed}", args.layers, args.seed)
+    model_dir = Path(args.model) if args.model else build_model(
+        work / f"qwen2.5-0.5b-{args.layers or 24}l-seed{args.seed}", args.layers, args.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
     pairs = stdlib_pairs(tok, args.seq, args.pairs, args.seed)
     if len(pairs) < args.pairs:
         sys.exit(f"only {len(pairs)} stdlib functions fit in --seq {args.seq}; lower --pairs")
-    data_dir = work / f"data-{args.pairs}-seq{args.seq}-seed{args.seed}"
+    data_dir = work / (f"data-{args.pairs}-seq{args.seq}-seed{args.seed}" + (f"-{model_dir.name}" if args.model else ""))
     data_dir.mkdir(exist_ok=True)
     with open(data_dir / "train.jsonl", "w", encoding="utf-8") as fh:
         for p in pairs:
@@ -150,7 +152,8 @@ def prepare(args) -> dict:
     return {"model_dir": str(model_dir), "data_dir": str(data_dir), "pairs": len(pairs),
             "supervised_tokens": sum(p["supervised_tokens"] for p in pairs),
             "tokens": sum(p["tokens"] for p in pairs), "seq": args.seq, "batch": args.batch,
-            "device": args.device, "seed": args.seed, "hyper": HYPER, "layers": args.layers or 24}
+            "device": args.device, "seed": args.seed, "hyper": HYPER,
+            "layers": json.loads((model_dir / "config.json").read_text()).get("num_hidden_layers")}
 
 
 # ---------------------------------------------------------------- workers (one per subprocess)
@@ -336,6 +339,8 @@ def table(rows: list[dict], spec: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=None, help="cut the 24-layer shape to N layers (default: full)")
+    ap.add_argument("--model", default=None, help="train this model directory instead (a tiny one checks on a CPU, "
+                    "in minutes, that TRL and mens-nopack train the same steps)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=4)
