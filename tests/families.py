@@ -77,7 +77,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("deepseek-v3", "deepseek_v3", dict(
         num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
         topk_group=1, n_shared_experts=1, moe_intermediate_size=32, first_k_dense_replace=1, q_lora_rank=32,
-        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16), moe=True),
+        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8), moe=True),  # values narrower than keys, as in DeepSeek-V3
     Family("glm4", "glm4", dict(head_dim=16)),
 ]}
 
