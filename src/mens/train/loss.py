@@ -210,13 +210,13 @@ def batch_loss(decoder, head, batch, device, chunk_size: int):
     return supervised_loss(hidden[keep], head, targets[keep], chunk_size)
 
 
-def first_row(batch):
-    """Row 0 of a micro-batch as a batch of its own."""
+def one_row(batch, row: int = 0):
+    """Row `row` of a micro-batch as a batch of its own."""
     from mens.train.data import IGNORE, Batch
 
-    targets = batch.targets[:1]
-    return Batch(batch.input_ids[:1], batch.position_ids[:1], targets, int((targets != IGNORE).sum()),
-                 int(batch.input_ids.shape[1]))
+    targets = batch.targets[row:row + 1]
+    return Batch(batch.input_ids[row:row + 1], batch.position_ids[row:row + 1], targets,
+                 int((targets != IGNORE).sum()), int(batch.input_ids.shape[1]))
 
 
 def reference_loss(model, batch, device) -> float | None:

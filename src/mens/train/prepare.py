@@ -28,7 +28,7 @@ from mens.train.checkpoint import Progress, clear_earlier_run, newest_intact, re
 from mens.train.config import OPTIM_ALIASES, TrainConfig
 from mens.train.data import DataStats, build_examples, epoch_batches, file_sha256, raw_examples, split_validation
 from mens.train.family import packing_blocker
-from mens.train.loss import batch_loss, first_row, reference_loss
+from mens.train.loss import batch_loss, one_row, reference_loss
 from mens.train.manifest import Manifest
 from mens.train.model import decoder_and_head
 from mens.train.runtime import dropout_off
@@ -237,7 +237,7 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     # Train mode from here on, even for validation (see dropout_off): bitsandbytes repacks
     # 4-bit weights into an inference-only layout the first time it runs in eval mode.
     model.train()
-    first = first_row(batches_of(0)[0])
+    first = one_row(batches_of(0)[0])
     where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
     with torch.no_grad(), dropout_off(model), amp():  # the model's own loss, before any lever patches it
         theirs = reference_loss(model, first, dev)
