@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def exactness(name: str) -> dict:
                     loss = F.cross_entropy(logits, batch.targets[row, start:end][keep], reduction="sum")
                     loss.backward()
                     plain_logits.append(logits.detach())
-                    plain_loss += float(loss)
+                    plain_loss += loss.item()
     plain_grads = gradients()
 
     plan = optimize_for_training(model, cfg)
@@ -108,7 +109,7 @@ def exactness(name: str) -> dict:
                 our_logits.append(head(hidden))
             loss, count = supervised_loss(hidden, head, batch.targets[keep], cfg.loss_chunk)
             loss.backward()
-            our_loss, supervised = our_loss + float(loss), supervised + count
+            our_loss, supervised = our_loss + loss.item(), supervised + count
     our_grads = gradients()
     grad_gap = max(float((our_grads[n] - g).abs().max() / g.abs().max().clamp_min(1e-12))
                    for n, g in plain_grads.items())
@@ -173,15 +174,16 @@ def _plain_first_step_loss(model_dir: Path, run_dir: Path, data_dir: Path, nf4: 
 
 
 @pytest.mark.parametrize("name", TRAINED)
-def test_mens_train_qlora_lora_full(name, family_data, tmp_path, capsys):
+def test_mens_train_qlora_lora_full(name, family_data, tmp_path, caplog):
     """The defaults train every backend one step, and the first step's loss is plain transformers'."""
     from mens.train.loop import train
 
     model_dir = tiny_family_dir(name)
     losses, manifests = {}, {}
     for backend in ("lora", "full", "qlora"):
-        out = train(config(model_dir, family_data, tmp_path / backend, backend=backend, max_steps=1, seq_len=128,
-                           val_split=0.0))
+        with caplog.at_level(logging.WARNING, logger="mens"):
+            out = train(config(model_dir, family_data, tmp_path / backend, backend=backend, max_steps=1, seq_len=128,
+                               val_split=0.0))
         assert out.status == "completed" and len(out.losses) == 1
         losses[backend] = out.losses[0]
         manifests[backend] = json.loads((tmp_path / backend / "training_manifest.json").read_text())
@@ -195,11 +197,13 @@ def test_mens_train_qlora_lora_full(name, family_data, tmp_path, capsys):
     if FAMILIES[name].moe:  # PEFT's expert adapters take no dropout; QLoRA says the experts stay bf16
         assert lora["hyperparameters"]["lora_dropout"] == qlora["hyperparameters"]["lora_dropout"] == 0.0
         assert qlora["quantization"] == "bnb-nf4-double-quant (linear layers; fused experts in bf16)"
-        assert "leaves its fused experts" in capsys.readouterr().err
+        assert "leaves its fused experts" in caplog.text
     else:
         assert lora["hyperparameters"]["lora_dropout"] == 0.05 and qlora["quantization"] == "bnb-nf4-double-quant"
     if FAMILIES[name].recurrent or name == "gpt-oss":
         assert "packing" in lora["speed"]["off"]
+    if name == "qwen3.5":  # its 4-bit error is large: the maintainers' advice, said on qlora
+        assert "advise bf16 LoRA over QLoRA" in caplog.text
 
 
 # ---------------------------------------------------------------- docs/training.md's family table

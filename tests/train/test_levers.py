@@ -84,17 +84,6 @@ def test_moe_dropout_default_and_refusal(run_cli, tmp_path):
     assert code == 2 and last.startswith("mens: error:") and "take no dropout" in last
 
 
-def test_qlora_says_the_experts_stay_bf16(tmp_path, capsys):
-    from mens.train.loop import train
-
-    data = write_pairs(tmp_path / "data", n=8)
-    train(config(tiny_family_dir("gpt-oss"), data, tmp_path / "run", backend="qlora", max_steps=1, seq_len=128,
-                 val_split=0.0))
-    manifest = json.loads((tmp_path / "run" / "training_manifest.json").read_text())
-    assert manifest["quantization"] == "bnb-nf4-double-quant (linear layers; fused experts in bf16)"
-    assert "leaves its fused experts" in capsys.readouterr().err
-
-
 # ---------------------------------------------------------------- mens probe --model
 
 # Qwen3.5-4B's language model as its config.json publishes it (the vision tower aside): 32 layers,
