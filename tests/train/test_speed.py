@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from mens.train.kernels import LoraDelta
-from mens.train.speed import (SpeedPlan, flatten_double_quant, lean_gelu, lean_lora, lean_rmsnorm,
-                              optimize_for_training, row_groups, split_for_memory)
+from mens.train.levers import flat_nf4_scales, lean_gelu, lean_lora, lean_rmsnorm
+from mens.train.speed import SpeedPlan, optimize_for_training, row_groups, split_for_memory
 
 
 class _Block(nn.Module):
@@ -45,7 +45,7 @@ def test_lean_lora_matches_peft_without_dropout():
     x = torch.randn(3, 5, 24)
     ref = _run(_peft_block(0.0), x)
     model = _peft_block(0.0)
-    assert lean_lora(model) == 2
+    assert lean_lora(model, model, True)[0] == 2
     got = _run(model, x)
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-5)
@@ -72,7 +72,7 @@ def test_lean_lora_dropout_gradients_are_exact():
 
 def test_lean_lora_dropout_rate_and_eval_mode():
     model = _peft_block(0.25)
-    lean_lora(model)
+    lean_lora(model, model, True)[0]
     up = model.base_model.model.up
     x = torch.ones(4000, 24)
     a = up.lora_A["default"].weight
@@ -92,7 +92,7 @@ def test_dora_layers_keep_peft_forward():
     from peft import LoraConfig, get_peft_model
 
     model = get_peft_model(_Block(), LoraConfig(r=4, lora_alpha=8, use_dora=True, target_modules=["up"]))
-    assert lean_lora(model) == 0
+    assert lean_lora(model, model, True)[0] == 0
 
 
 def test_flat_nf4_scales_are_bit_identical():
@@ -106,7 +106,7 @@ def test_flat_nf4_scales_are_bit_identical():
     assert layer.weight.quant_state.nested
     x = torch.randn(5, 128, dtype=torch.bfloat16)
     before = layer(x)
-    assert flatten_double_quant(layer) == 1
+    assert flat_nf4_scales(layer, layer, True)[0] == 1
     assert not layer.weight.quant_state.nested
     assert torch.equal(layer(x), before)
 
@@ -209,7 +209,7 @@ def test_fused_rmsnorm_matches_the_module(dtype, weight_grad):
     new.weight.data = ref.weight.data.clone()
     for m in (ref, new):
         m.weight.requires_grad_(weight_grad)
-    assert lean_rmsnorm(new) == 1
+    assert lean_rmsnorm(new, new, True)[0] == 1
     x, g = torch.randn(3, 7, 64, dtype=dtype) * 2, torch.randn(3, 7, 64, dtype=dtype)
     got = []
     for m in (ref, new):
@@ -232,7 +232,7 @@ def test_lean_gelu_is_gpt2s_gelu_new(dtype):
 
     ref, new = NewGELUActivation(), NewGELUActivation()
     holder = nn.Sequential(new)
-    assert lean_gelu(holder) == 1
+    assert lean_gelu(holder, holder, True)[0] == 1
     torch.manual_seed(0)
     x, g = torch.randn(5, 64, dtype=dtype) * 3, torch.randn(5, 64, dtype=dtype)
     got = []

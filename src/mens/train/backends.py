@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from mens.train.config import TrainConfig
 
+DEFAULT_LORA_DROPOUT = 0.05  # where every adapted weight is a linear layer
+
 quiet_hub_kernel_notice()  # before peft/transformers/speed.py import bitsandbytes, for every backend
 
 
@@ -141,12 +143,18 @@ def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: b
 def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: list[int] = ()):
     """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets.
 
+    With the default targets (`all-linear`) an MoE base's fused experts train as well, through
+    PEFT's parameter targeting, and its routers stay frozen (`family.adapter_targets`); PEFT's
+    expert adapters take no dropout, so the default dropout is 0 there.
+
     `new_tokens` (ids `--chat-template` added) train too, in the input embeddings and the output
     layer: their rows are untrained, and the end-of-turn token must be predicted for generation to
     stop. PEFT's `trainable_token_indices` trains exactly those rows (peft >= 0.15; pinned 0.21),
     where `modules_to_save` would train and save whole copies of both matrices (Qwen2: 2 x 136M
     weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
+
+    from mens.train.family import adapted, adapter_targets, say_adapted
 
     for p in model.parameters():
         p.requires_grad_(False)
@@ -155,8 +163,13 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
         names = {id(m): n for n, m in model.named_modules()}
         rows = {names[id(layer)]: list(new_tokens)
                 for layer in (model.get_input_embeddings(), model.get_output_embeddings()) if layer is not None}
+    modules, experts = adapter_targets(model, cfg.target_modules)
+    if cfg.lora_dropout is None:
+        cfg.lora_dropout = 0.0 if experts else DEFAULT_LORA_DROPOUT  # the manifest records what was used
+    elif experts and cfg.lora_dropout:  # checked before loading too (check_expert_dropout)
+        raise _expert_dropout_error(cfg.lora_dropout)
     lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=cfg.target_modules, use_dora=cfg.dora, bias="none",
+                      target_modules=modules, target_parameters=experts or None, use_dora=cfg.dora, bias="none",
                       task_type="CAUSAL_LM", trainable_token_indices=rows)
     try:
         with warnings.catch_warnings():
@@ -168,7 +181,28 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
                         "name linear layers the model has, or use all-linear") from None
     # Absolute base path (or hub id), so PeftModel.from_pretrained works from anywhere.
     model.peft_config["default"].base_model_name_or_path = base.source
+    say_adapted(adapted(model))
     return model
+
+
+def _expert_dropout_error(dropout: float) -> MensError:
+    return MensError(f"the experts of this MoE base train through PEFT's parameter adapters, which take no "
+                     f"dropout (--lora-dropout {dropout})", "--lora-dropout",
+                     "drop --lora-dropout (0 is the default here), or name --target-modules without the experts")
+
+
+def check_expert_dropout(cfg: "TrainConfig", base: BaseModelInfo) -> None:
+    """An explicit non-zero `--lora-dropout` on a base whose experts the default targets adapt is
+    refused before the weights load (the weights' shapes come from the config, on the meta device)."""
+    if not cfg.lora_dropout or cfg.target_modules != "all-linear":
+        return
+    from transformers import AutoConfig
+
+    from mens.train.family import expert_parameters
+    from mens.train.memory import shapes
+
+    if expert_parameters(shapes(AutoConfig.from_pretrained(base.source))):
+        raise _expert_dropout_error(cfg.lora_dropout)
 
 
 # ---------------------------------------------------------------- the builders
@@ -185,15 +219,41 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
     from mens.train.checkpoint import save_pretrained
 
     base, tokenizer, new_tokens = hf_base(cfg)
+    check_expert_dropout(cfg, base)
     if nf4:  # QLoRA computes in bf16 (its definition)
         dtype = explicit_dtype(cfg, torch.bfloat16)
     else:  # bf16 where the device does it natively
         dtype = explicit_dtype(cfg, torch.bfloat16 if bf16 and device.type != "cpu" else torch.float32)
-    model = attach_adapters(load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer), cfg, base,
-                            new_tokens)
-    return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=NF4 if nf4 else None,
+    model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer)
+    quantization = nf4_coverage(model) if nf4 else None
+    model = attach_adapters(model, cfg, base, new_tokens)
+    return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=quantization,
                  tokenizer_source=base.id, defer_grad_sync=True,
                  added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
+
+
+def nf4_coverage(model) -> str:
+    """The manifest's `quantization` of a QLoRA base: NF4, and what bitsandbytes left unquantised
+    when that is more than embeddings and norms — the fused MoE experts (3-D weights, not linear
+    layers) stay in bf16, which for gpt-oss is most of the model; said once as a warning too, as is
+    the advice of families whose maintainers advise bf16 LoRA instead (mens.train.memory)."""
+    from mens.progress import warn
+    from mens.train.family import expert_parameters, text_config
+    from mens.train.memory import QLORA_ADVICE
+
+    family = QLORA_ADVICE.get(text_config(model.config).model_type)
+    if family:
+        warn(f"mens: warning: {family}'s maintainers advise bf16 LoRA over QLoRA (its 4-bit quantisation error is "
+             "large); `mens probe --model MODEL --preset P` says whether --backend lora fits this device")
+    experts = expert_parameters(model)
+    if not experts:
+        return NF4
+    total = sum(p.numel() for p in model.parameters())
+    kept = sum(p.numel() for n, p in model.named_parameters() if n.rsplit(".", 1)[-1] in experts)
+    warn(f"mens: warning: QLoRA quantises this MoE base's linear layers to NF4; bitsandbytes leaves its fused "
+         f"experts ({', '.join(experts)}: {kept / max(total, 1):.0%} of the weights) in bf16, so the base takes "
+         "about as much memory as for --backend lora")
+    return f"{NF4} (linear layers; fused experts in bf16)"
 
 
 @register("full")

@@ -33,6 +33,10 @@ def register(sub) -> None:
     p = sub.add_parser("probe", help="report the device, memory, bf16 support and recommended preset")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--model", metavar="PATH", help="a base model (directory or hub id): estimate the memory each "
+                   "backend needs from its config, for --preset")
+    p.add_argument("--preset", help="the preset to estimate for (default: the recommended one); a GPU preset on a "
+                   "machine without that GPU is estimated for its card size (16g: 16 GB)")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("status", help="show a training run's progress: step, loss, tokens/s, ETA")
@@ -166,7 +170,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     check_device(args.device)  # an absent GPU is an error, not a report of one
     info = probe(args.device)
-    print(json.dumps(info.to_dict(), indent=2) if args.json else format_probe(info))
+    if not args.model:
+        print(json.dumps(info.to_dict(), indent=2) if args.json else format_probe(info))
+        return 0
+    from mens.train.memory import format_estimates, model_estimates
+
+    preset, memory_gb, model_type, estimates = model_estimates(args.model, args.preset, info)
+    if args.json:
+        print(json.dumps({**info.to_dict(), "estimate": {"model": args.model, "model_type": model_type,
+                          "preset": preset, "memory_gb": memory_gb,
+                          "backends": {k: e.to_dict() for k, e in estimates.items()}}}, indent=2))
+    else:
+        print(format_probe(info) + "\n\n" + format_estimates(model_type, preset, estimates, memory_gb))
     return 0
 
 

@@ -65,7 +65,8 @@ class TrainConfig:
     # adapters
     lora_r: int = opt(16, group=_ADAPT)
     lora_alpha: int = opt(32, group=_ADAPT)
-    lora_dropout: float = opt(0.05, group=_ADAPT)
+    lora_dropout: float | None = opt(None, "default 0.05; 0 where an MoE base's experts train (PEFT's expert "
+                                     "adapters take no dropout)", group=_ADAPT)
     target_modules: list[str] | str = opt("all-linear", "comma-separated module names (default all-linear)",
                                           group=_ADAPT)
     dora: bool = opt(False, "DoRA instead of plain LoRA", group=_ADAPT)
@@ -142,6 +143,9 @@ class TrainConfig:
     loss_chunk: int = opt(1024, "rows per LM-head/cross-entropy chunk", group=_SPEED)
     tokens_per_pass: int | None = opt(None, "tokens per forward/backward pass (a micro-batch may run in row "
                                       "groups; same gradients, less activation memory)", group=_SPEED)
+    speed_levers: list[str] | str = opt("all", "the model patches to use: all, none, or a comma list of names "
+                                        "(all,-NAME turns one off); each applies only where it is exact "
+                                        "(docs/training.md, Speed levers)", group=_SPEED, metavar="LEVERS")
     # reporting and provenance
     report_to: list[str] = opt(None, "extra metric sinks; telemetry.jsonl is always written", group=_CADENCE,
                                choices=("jsonl", "tensorboard", "wandb", "mlflow", "trackio", "none"), factory=lambda: ["jsonl"])
@@ -198,7 +202,7 @@ class TrainConfig:
                 raise bad(f"{name} must be >= 0, got {getattr(self, name)}", f"set {name} to 0 or more")
         if not self.lr > 0:
             raise bad(f"lr must be positive, got {self.lr}", "set --lr, e.g. 2e-4")
-        if not 0 <= self.lora_dropout < 1:
+        if self.lora_dropout is not None and not 0 <= self.lora_dropout < 1:
             raise bad(f"lora_dropout must be in [0, 1), got {self.lora_dropout}", "set --lora-dropout")
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
             raise bad(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}", "set --warmup-ratio, e.g. 0.03")
@@ -261,6 +265,13 @@ class TrainConfig:
             raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
         if self.backend == "scratch":  # the shape (a known preset, heads that divide the width), before any data loads
             self.scratch_model_shape()
+        from mens.train.levers import unknown as unknown_levers
+
+        if wrong := unknown_levers(self.speed_levers):
+            from mens.train.levers import LEVERS
+
+            raise bad(f"unknown speed lever {wrong[0]!r}", did_you_mean(
+                wrong[0].lstrip("-"), set(LEVERS) | {"all", "none"}, f"use all, none or names from {', '.join(LEVERS)}"))
         if isinstance(self.target_modules, str) and not self.target_modules.strip(", "):
             raise bad("target_modules is empty", "drop --target-modules (all-linear) or name the modules")
         if isinstance(self.target_modules, list) and not self.target_modules:
@@ -310,7 +321,7 @@ def _typed(name: str, value: Any) -> Any:
         return tuple(float(v) for v in value)
     if want is list and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return list(value)
-    if name == "target_modules" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+    if name in ("target_modules", "speed_levers") and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
     if want in (int, str, bool) and isinstance(value, want) and not (want is int and isinstance(value, bool)):
         return value

@@ -134,14 +134,29 @@ class RMSNorm(torch.autograd.Function):
 # Head widths up to this run torch's CPU attention faster in fp32 than in bf16 (fwd + bwd, one
 # thread: 16 wide 7.3 vs 12.6 ms, 32 wide 5.8 vs 7.2 ms; at 64 and 128 bf16 is the faster).
 CPU_FP32_ATTENTION_MAX_HEAD = 32
-CPU_SDPA = "mens_cpu_sdpa"
+CPU_SDPA = "mens_cpu_sdpa"                  # narrow heads in fp32, packed rows example by example
+CPU_SDPA_MASKED = "mens_cpu_sdpa_masked"    # narrow heads in fp32, packed rows through the mask
+# Keyword arguments an attention call may carry with a value and still be one causal block per
+# example; any other one with a value (a sliding window, soft-capping, attention sinks, dropout)
+# changes the attention, so that call keeps transformers' masked SDPA.
+_SEGMENT_SAFE_KWARGS = {"position_ids", "scaling", "is_causal"}
 
 
 def cpu_sdpa(module, query, key, value, attention_mask, **kwargs):
     """transformers' SDPA attention for CPU training: packed rows attend segment by segment
     (`segment_attention`), and under CPU autocast narrow heads compute in fp32 (autocast would
     run them in bf16, where torch's CPU kernel is slower at these widths). Elsewhere (a GPU,
-    eval and generation, rows of one sequence) it is transformers' SDPA as is."""
+    eval and generation, rows of one sequence, a layer with a window or another modifier) it is
+    transformers' SDPA as is."""
+    return _cpu_sdpa(module, query, key, value, attention_mask, True, **kwargs)
+
+
+def cpu_sdpa_masked(module, query, key, value, attention_mask, **kwargs):
+    """`cpu_sdpa` without the example-by-example path (`--speed-levers` without segment_attention)."""
+    return _cpu_sdpa(module, query, key, value, attention_mask, False, **kwargs)
+
+
+def _cpu_sdpa(module, query, key, value, attention_mask, segments_allowed: bool, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if query.device.type != "cpu":
@@ -150,10 +165,20 @@ def cpu_sdpa(module, query, key, value, attention_mask, **kwargs):
     with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
         if upcast:
             query, key, value = query.float(), key.float(), value.float()
-        segments = packed_segments(kwargs.get("position_ids"), query, key, attention_mask, module)
+        segments = packed_segments(kwargs.get("position_ids"), query, key, attention_mask, module) \
+            if segments_allowed and plain_causal(module, kwargs) else None
         if segments is not None:
             return segment_attention(module, query, key, value, segments, kwargs.get("scaling")), None
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def plain_causal(module, kwargs: dict) -> bool:
+    """Whether this attention call is plain causal attention — what `segment_attention` computes
+    per example: a causal module, and no argument beyond positions and scale that carries a value
+    (a `sliding_window` attends to the last n tokens only, not to the whole example)."""
+    if not getattr(module, "is_causal", True) or getattr(module, "sliding_window", None):
+        return False
+    return all(not value for name, value in kwargs.items() if name not in _SEGMENT_SAFE_KWARGS)
 
 
 def packed_segments(position_ids, query, key, attention_mask, module) -> list[list[tuple[int, int]]] | None:
@@ -187,7 +212,8 @@ def segment_attention(module, query, key, value, segments, scaling=None) -> torc
     The examples are cut out of the rows laid end to end with one `split` (its backward is one
     concatenation; slicing each would add a row-sized zero gradient per example). Returns
     [B, L, H, D], as SDPA attention functions do."""
-    rows, heads, length, width = query.shape
+    rows, heads, length, _ = query.shape
+    out_width = value.shape[-1]  # multi-head latent attention (DeepSeek): values narrower than keys
     groups = getattr(module, "num_key_value_groups", 1)
     if groups > 1:  # grouped-query attention: every query head its key/value head
         key = key.repeat_interleave(groups, dim=1)
@@ -195,19 +221,20 @@ def segment_attention(module, query, key, value, segments, scaling=None) -> torc
     sizes = [e - s for row in segments for s, e in row]
 
     def examples(t):  # [B, H, L, D] → the examples' [1, H, n, D] pieces, rows end to end
-        return t.permute(1, 0, 2, 3).reshape(heads, rows * length, width).unsqueeze(0).split(sizes, dim=2)
+        return t.permute(1, 0, 2, 3).reshape(heads, rows * length, t.shape[-1]).unsqueeze(0).split(sizes, dim=2)
 
     out = torch.cat([torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling)
                      for q, k, v in zip(examples(query), examples(key), examples(value))], dim=2)
-    return out.view(heads, rows, length, width).permute(1, 2, 0, 3).contiguous()
+    return out.view(heads, rows, length, out_width).permute(1, 2, 0, 3).contiguous()
 
 
-def register_cpu_sdpa() -> str:
-    """Make `cpu_sdpa` an attention implementation transformers models can be set to (masks as
-    for SDPA); returns its name."""
+def register_cpu_sdpa(segments: bool = True) -> str:
+    """Make `cpu_sdpa` (`segments`) or `cpu_sdpa_masked` an attention implementation transformers
+    models can be set to (masks as for SDPA); returns its name."""
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
 
-    AttentionInterface.register(CPU_SDPA, cpu_sdpa)
-    AttentionMaskInterface.register(CPU_SDPA, sdpa_mask)
-    return CPU_SDPA
+    name, function = (CPU_SDPA, cpu_sdpa) if segments else (CPU_SDPA_MASKED, cpu_sdpa_masked)
+    AttentionInterface.register(name, function)
+    AttentionMaskInterface.register(name, sdpa_mask)
+    return name

@@ -210,20 +210,31 @@ def batch_loss(decoder, head, batch, device, chunk_size: int):
     return supervised_loss(hidden[keep], head, targets[keep], chunk_size)
 
 
-def loss_against_reference(model, decoder, head, batch, device, max_tokens: int = 256):
-    """(our mean loss, transformers' mean loss) on the first `max_tokens` tokens of row 0."""
+def one_row(batch, row: int = 0):
+    """Row `row` of a micro-batch as a batch of its own."""
     from mens.train.data import IGNORE, Batch
 
-    k = min(batch.input_ids.shape[1], max_tokens)
-    ids, pos = batch.input_ids[:1, :k], batch.position_ids[:1, :k]
-    targets = batch.targets[:1, :k].clone()
-    targets[0, -1] = IGNORE  # transformers cannot score the token after the slice
-    n = int((targets != IGNORE).sum())
-    if n == 0:
-        return None, None
-    s, _ = batch_loss(decoder, head, Batch(ids, pos, targets, n, k), device, 1024)
-    labels = torch.full_like(targets, IGNORE)
-    labels[0, 1:] = targets[0, :-1]  # transformers shifts labels itself
-    ref = model(input_ids=ids.to(device), position_ids=pos.to(device), labels=labels.to(device),
-                use_cache=False).loss
-    return float(s) / n, float(ref)
+    targets = batch.targets[row:row + 1]
+    return Batch(batch.input_ids[row:row + 1], batch.position_ids[row:row + 1], targets,
+                 int((targets != IGNORE).sum()), int(batch.input_ids.shape[1]))
+
+
+def reference_loss(model, batch, device) -> float | None:
+    """The model's own mean loss (transformers' forward with labels) over the examples of row 0
+    of `batch`, one example at a time — what the loop's packed, patched loss must equal. Call it
+    before the speed levers patch the model. None when the row supervises nothing."""
+    from mens.train.data import IGNORE
+
+    ids, pos, targets = batch.input_ids[0], batch.position_ids[0], batch.targets[0]
+    starts = (pos == 0).nonzero().flatten().tolist() + [len(pos)]
+    total, count = 0.0, 0
+    for start, end in zip(starts, starts[1:]):
+        n = int((targets[start:end] != IGNORE).sum())
+        if n == 0:  # padding, or an example cut to nothing supervised
+            continue
+        labels = torch.full((1, end - start), IGNORE, dtype=torch.long)
+        labels[0, 1:] = targets[start:end - 1]  # transformers shifts labels itself
+        out = model(input_ids=ids[None, start:end].to(device), labels=labels.to(device), use_cache=False)
+        total += float(out.loss) * n
+        count += n
+    return total / count if count else None

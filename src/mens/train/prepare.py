@@ -27,7 +27,8 @@ from mens.train.backends import Built, build
 from mens.train.checkpoint import Progress, clear_earlier_run, newest_intact, remove_run_leftovers, resume
 from mens.train.config import OPTIM_ALIASES, TrainConfig
 from mens.train.data import DataStats, build_examples, epoch_batches, file_sha256, raw_examples, split_validation
-from mens.train.loss import batch_loss, loss_against_reference
+from mens.train.family import packing_blocker
+from mens.train.loss import batch_loss, one_row, reference_loss
 from mens.train.manifest import Manifest
 from mens.train.model import decoder_and_head
 from mens.train.runtime import dropout_off
@@ -123,8 +124,10 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
     run.resume_from = newest_intact(run_dir, rank)  # a corrupt newer one is skipped, saying so
     if run.resume_from is not None and previous and run.main:
         before = previous.get("hyperparameters", {})
+        # lora_dropout None is "the default for this base", which the first run resolved and recorded
         changed = sorted(k for k, v in cfg.to_dict().items()
-                         if k in before and before[k] != v and k not in ("output_dir", "log_interval"))
+                         if k in before and before[k] != v and k not in ("output_dir", "log_interval")
+                         and not (k == "lora_dropout" and v is None))
         if changed:
             warn(f"mens: warning: resuming {run_dir} with changed settings ({', '.join(changed)}); "
                 "the loss curve will not match an uninterrupted run (--force-restart starts over)")
@@ -144,8 +147,12 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
     torch.manual_seed(cfg.seed)
     built = build(cfg, dev, run.info.bf16)
     model, tokenizer = built.model, built.tokenizer
-    plan = optimize_for_training(model, cfg)
-    decoder, head = decoder_and_head(model)
+    # Packing is exact unless the architecture carries a state or a mask across the examples of
+    # a row (mens.train.family); then each example gets a row of its own, and the plan says why.
+    packing_off = packing_blocker(model, dev) if cfg.packing and built.base is not None else None
+    packing = cfg.packing and packing_off is None
+    if packing_off and run.main:
+        say(f"mens: packing off for this base: {packing_off}")
     # fp32 master weights (full/scratch) compute in bf16 under `auto` where bf16 pays (a GPU with
     # bf16; a CPU whose bf16 matmuls measure faster than fp32's: 1.5-1.9x the tokens/s at the same
     # loss on an AMD EPYC); elsewhere bf16 is emulated or slow (0.7x on a Xeon without AMX), so fp32.
@@ -204,13 +211,13 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                             "check the file against --seq-len")
         need, epoch = cfg.curriculum_steps * window, 0
         while len(lead) < need:
-            lead += epoch_batches(lead_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+            lead += epoch_batches(lead_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, packing)
             epoch += 1
         lead = lead[:need]
 
     @functools.lru_cache(maxsize=1)  # the preflight and the loop both start with epoch 0's
     def batches_of(epoch: int):
-        main = epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, cfg.packing)
+        main = epoch_batches(train_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, packing)
         return lead + main if epoch == 0 else main
 
     if cfg.max_steps:
@@ -224,21 +231,27 @@ def prepare(cfg: TrainConfig, run: Run) -> Session:
                             f"{cfg.curriculum_steps} curriculum steps", "--curriculum-steps",
                             "raise --epochs, set --max-steps, or lower --curriculum-steps")
     val_batches = epoch_batches(val_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, 0, pad_id,
-                                cfg.packing, shuffle=False) if val_examples else []
+                                packing, shuffle=False) if val_examples else []
 
-    # ---------------------------------------------------------------- preflight: a finite first forward
+    # ---------------------------------------------------------------- levers, and the preflight against the plain model
     # Train mode from here on, even for validation (see dropout_off): bitsandbytes repacks
     # 4-bit weights into an inference-only layout the first time it runs in eval mode.
     model.train()
+    first = one_row(batches_of(0)[0])
+    where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
+    with torch.no_grad(), dropout_off(model), amp():  # the model's own loss, before any lever patches it
+        theirs = reference_loss(model, first, dev)
+    plan = optimize_for_training(model, cfg)
+    if packing_off:
+        plan.off["packing"] = packing_off
+    decoder, head = decoder_and_head(model)
     with torch.no_grad(), dropout_off(model), amp():
-        first = batches_of(0)[0]
-        where = f"{cfg.model or 'scratch'} on {train_file or cfg.raw_text}"
         s, n = batch_loss(decoder, head, first, dev, cfg.loss_chunk)
         preflight.check_finite(float(s) / max(n, 1), where)
-        # The loop calls the decoder body and the head itself; on a slice of the first row
-        # its loss must equal the model's own (catches logit post-processing it does not know).
-        mine, theirs = loss_against_reference(model, decoder, head, first, dev)
-        preflight.check_matches_reference(mine, theirs, where)
+        # The loop calls the decoder body and the head itself, with every lever and packing: on the
+        # first row its loss must equal the unpatched model's own, one example at a time.
+        exact = mixed is None and built.dtype == torch.float32
+        preflight.check_matches_reference(float(s) / max(n, 1) if n else None, theirs, where, exact)
 
     # ---------------------------------------------------------------- FSDP: shard before the optimizer sees the weights
     sharded = None

@@ -1,39 +1,23 @@
-"""Speed and memory levers for training, and the plan they leave behind.
+"""The speed plan: how the loop runs a micro-batch, decided once per run and recorded.
 
 The loop (`mens.train.prepare`) calls `optimize_for_training(model, cfg)` once, after the
-backend's builder: it patches the model in place and returns a `SpeedPlan` — tokens per pass,
-activation checkpointing, what was patched — which is recorded in the manifest (`speed`) and
-handed to `split_for_memory` for every micro-batch. The LM head + cross-entropy lever lives in
-`mens.train.loss`; what each lever bought, measured on `bench/train_vs_trl.py`, is in
-docs/performance.md ("The levers, measured").
+backend's builder: it applies the patching levers of `mens.train.levers` (each where its rule
+says it computes exactly what it replaces; `--speed-levers` turns them off) and returns a
+`SpeedPlan` — tokens per pass, activation checkpointing, what each lever patched and why a lever
+is off — which is recorded in the manifest (`speed`) and handed to `split_for_memory` for every
+micro-batch. The LM head + cross-entropy lever lives in `mens.train.loss`; what each lever
+bought, measured on `bench/train_vs_trl.py`, is in docs/performance.md ("The levers, measured").
 
-1. Lean LoRA (`lean_lora` → `kernels.LoraDelta`): the adapter runs in the input's dtype, its
-   dropout mask is drawn cheaply and regenerated in backward, only the [N, r] bottleneck is
-   saved, and the sum with the base output is the B matmul's accumulator.
-2. Micro-batch splitting (`split_for_memory`): on CPU a packed micro-batch runs in row groups
-   of at most `tokens_per_pass` tokens (at most CPU_ACTIVATION_BUDGET of estimated activations,
-   never less than one row); the loss is divided by the whole window's supervised tokens, so
-   the summed gradient is the micro-batch's. No recomputation, unlike checkpointing.
-3. Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
-   every n-th layer when one pass's estimated activations would not fit in half the free
-   memory: it recomputes those layers' forward, so it is the last resort.
-4. Flat NF4 scales (`flatten_double_quant`): double-quantised block scales dequantised once at
-   load into fp32 (the very values double quantisation yields: bit-identical results).
-5. Lean SwiGLU (`lean_swiglu` → `kernels.SwiGLU`): silu(gate(x)) recomputed in backward instead
-   of saved.
-6. CPU memory hygiene (`own_weights`): unquantised weights that transformers leaves as views into
-   the mmap'd safetensors file get their own memory, which releases the map; the allocator and
-   glibc heap tuning are `mens.train.allocator`'s.
-7. No KV cache during training (`use_cache=False`).
-8. Fused RMSNorm (`lean_rmsnorm` → `kernels.RMSNorm`, Llama/Qwen2/Mistral-style norms).
-9. One-kernel tanh GELU (`lean_gelu`): GPT-2's `gelu_new`, written out by transformers as eight
-   elementwise ops (each a fresh [tokens, FFN] tensor, and as many again in backward), runs as
-   torch's `gelu(approximate="tanh")`, the same function in one op.
-10. CPU attention (`cpu_attention` → `kernels.cpu_sdpa`): with `bf16-mixed` on a CPU, narrow
-   heads attend in fp32 (torch's kernel is slower in bf16 at head widths up to 32: the
-   quickstart's base spent half its step in attention); and in training passes a packed row
-   attends example by example (`kernels.segment_attention`: one causal call per example, which
-   skips the blocks a block-diagonal mask would only mask out).
+Beyond the patches:
+- Micro-batch splitting (`split_for_memory`): on CPU a packed micro-batch runs in row groups
+  of at most `tokens_per_pass` tokens (at most CPU_ACTIVATION_BUDGET of estimated activations,
+  never less than one row); the loss is divided by the whole window's supervised tokens, so
+  the summed gradient is the micro-batch's. No recomputation, unlike checkpointing.
+- Activation checkpointing only when asked (`gradient_checkpointing: on`), or under `auto`
+  every n-th layer when one pass's estimated activations would not fit in half the free
+  memory: it recomputes those layers' forward, so it is the last resort.
+- CPU memory hygiene: threads, glibc heap tuning and trims (`mens.train.allocator`).
+- No KV cache during training (`use_cache=False`).
 """
 
 from __future__ import annotations
@@ -45,10 +29,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 import torch
-from torch import nn
 
 from mens.train.allocator import trim_heap, tune_heap
-from mens.train.kernels import LoraDelta, RMSNorm, SwiGLU, register_cpu_sdpa
+from mens.train.levers import apply_levers
 
 DEFAULT_CPU_TOKENS_PER_PASS = 512
 # glibc's heap is trimmed before each pass only when a pass holds at least this much estimated
@@ -57,7 +40,7 @@ DEFAULT_CPU_TOKENS_PER_PASS = 512
 # ~1 GB a pass) and only costs time where they are small (the quickstart's scratch model, 31 MB
 # a pass: 40 of a 135 ms step).
 TRIM_HEAP_MIN_BYTES = 256 << 20
-# CPU passes hold at most this much estimated activation memory (lever 2): at the 0.5B shape
+# CPU passes hold at most this much estimated activation memory (micro-batch splitting): at the 0.5B shape
 # that is one 512-token row per pass; at its 4-layer cut a whole 4x512 micro-batch.
 CPU_ACTIVATION_BUDGET = 1 << 30
 
@@ -70,6 +53,7 @@ class SpeedPlan:
     checkpoint_every: int | None = None   # activation checkpointing on every n-th decoder layer; None = off
     trim_heap: bool = False               # return freed heap memory before each pass (CPU)
     patched: dict[str, int] = field(default_factory=dict)  # lever → modules/weights it changed
+    off: dict[str, str] = field(default_factory=dict)      # lever (or packing) → why it is off, wholly or in part
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,22 +68,18 @@ def optimize_for_training(model, cfg) -> SpeedPlan:
         inner.config.use_cache = False
     device = _device_of(model)
     cpu = device.type == "cpu"
-    patched: dict[str, int] = {}
     if cpu:
         _cpu_threads()
         tune_heap()
-        patched["own_weights"] = own_weights(model)
-    patched["flat_nf4_scales"] = flatten_double_quant(model)
-    patched["lean_lora"] = lean_lora(model)
-    patched["lean_swiglu"] = lean_swiglu(model)
-    patched["lean_rmsnorm"] = lean_rmsnorm(model)
-    patched["lean_gelu"] = lean_gelu(model)
+    from mens.train.runtime import dropout_off
+
+    with dropout_off(model):  # the levers' probes compare outputs: no dropout in them
+        patched, off = apply_levers(model, inner, cpu, getattr(cfg, "speed_levers", "all"))
     if cpu:
-        patched["cpu_attention"] = cpu_attention(inner)
         trim_heap()  # loading and quantising left freed blocks in the heap
     per_pass = tokens_per_pass(cfg, device, inner)
     trim = cpu and _pass_bytes(inner, cfg, per_pass) >= TRIM_HEAP_MIN_BYTES
-    plan = SpeedPlan(tokens_per_pass=per_pass, trim_heap=trim, patched=patched)
+    plan = SpeedPlan(tokens_per_pass=per_pass, trim_heap=trim, patched=patched, off=off)
     mode = getattr(cfg, "gradient_checkpointing", "auto")
     if mode == "on":
         plan.checkpoint_every = 1
@@ -128,163 +108,7 @@ def _cpu_threads() -> None:
     torch.set_num_threads(max(1, physical))
 
 
-def own_weights(model) -> int:
-    """Give every unquantised CPU parameter its own memory (see lever 6); returns the count."""
-    import gc
-
-    seen: set[int] = set()
-    for module in model.modules():
-        for param in module.parameters(recurse=False):
-            if id(param) in seen or param.device.type != "cpu" or type(param).__name__ == "Params4bit":
-                continue
-            seen.add(id(param))
-            param.data = param.data.clone()
-    gc.collect()
-    return len(seen)
-
-
-# ---------------------------------------------------------------- lever 1: lean LoRA
-
-def _lean_forward(self, x, *args, **kwargs):
-    """Instance forward for a vanilla PEFT LoRA layer; anything unusual (DoRA, merged,
-    disabled or mixed adapters) takes PEFT's own path."""
-    active = self.active_adapters
-    if (kwargs.get("adapter_names") is not None or self.disable_adapters or self.merged
-            or len(active) != 1 or active[0] in getattr(self, "lora_variant", {})
-            or active[0] not in self.lora_A or getattr(self, "lora_bias", {}).get(active[0], False)):
-        return type(self).forward(self, x, *args, **kwargs)
-    name = active[0]
-    result = self.base_layer(x, *args, **kwargs)
-    drop = self.lora_dropout[name]
-    p = float(drop.p) if isinstance(drop, nn.Dropout) and drop.training else 0.0
-    return LoraDelta.apply(result, x.to(result.dtype), self.lora_A[name].weight, self.lora_B[name].weight,
-                           float(self.scaling[name]), p)
-
-
-def lean_lora(model) -> int:
-    """Route every vanilla LoRA Linear through `kernels.LoraDelta`; returns how many were patched."""
-    # A model with LoRA layers was wrapped by PEFT, which this process has then imported; without
-    # it (a scratch or full run) there is nothing to patch, and peft's import costs ~1 s a process.
-    lora_module = sys.modules.get("peft.tuners.lora")
-    if lora_module is None:
-        return 0
-    LoraLayer = lora_module.LoraLayer
-    patched = 0
-    for module in model.modules():
-        if not isinstance(module, LoraLayer) or not hasattr(module, "lora_A"):
-            continue
-        if getattr(module, "use_dora", {}) and any(module.use_dora.values()):
-            continue
-        if not all(isinstance(module.lora_A[k], nn.Linear) for k in module.lora_A):
-            continue  # conv / embedding adapters keep PEFT's forward
-        module.forward = _lean_forward.__get__(module)
-        patched += 1
-    return patched
-
-
-# ---------------------------------------------------------------- lever 4: flat NF4 scales
-
-def flatten_double_quant(model) -> int:
-    """Replace each nested (double-quantised) NF4 quant state's 8-bit absmax by its fp32
-    dequantisation; returns how many weights were flattened."""
-    states = {}  # by identity: a PEFT layer's `weight` is its base layer's, quant state and all
-    for module in model.modules():
-        state = getattr(getattr(module, "weight", None), "quant_state", None)
-        if getattr(state, "nested", False):
-            states[id(state)] = state
-    if not states:  # no NF4 weights: not even bitsandbytes' import (~1 s) is needed
-        return 0
-    try:
-        import bitsandbytes.functional as bnbf
-    except ImportError:
-        return 0
-    flattened = 0
-    for state in states.values():
-        absmax = bnbf.dequantize_blockwise(state.absmax, state.state2)
-        absmax += state.offset
-        state.absmax = absmax.float()
-        state.state2, state.offset, state.nested = None, None, False
-        flattened += 1
-    return flattened
-
-
-# ---------------------------------------------------------------- lever 5: lean SwiGLU
-
-def _swiglu_mlp_forward(self, x):
-    return self.down_proj(SwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
-
-
-def lean_swiglu(model) -> int:
-    """Route gate/up/down MLPs with a SiLU activation (Llama, Qwen2, Mistral, ...) through
-    `kernels.SwiGLU`; returns how many were patched."""
-    patched = 0
-    for module in model.modules():
-        if not all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
-            continue
-        if not isinstance(module.act_fn, nn.SiLU) and type(module.act_fn).__name__ != "SiLUActivation":
-            continue
-        module.forward = _swiglu_mlp_forward.__get__(module)
-        patched += 1
-    return patched
-
-
-# ---------------------------------------------------------------- lever 8: fused RMSNorm
-
-# RMSNorm classes whose forward is exactly `weight * (x * rsqrt(mean(x^2) + eps)).to(dtype)`
-# (Gemma's `1 + weight` and others differ and keep their own forward).
-_PLAIN_RMSNORMS = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm", "Phi3RMSNorm",
-                   "Qwen2MoeRMSNorm", "Qwen3MoeRMSNorm"}
-
-
-def _rmsnorm_forward(self, hidden_states):
-    if hidden_states.dtype == torch.float64:  # the module computes in fp32 even then
-        return type(self).forward(self, hidden_states)
-    return RMSNorm.apply(hidden_states, self.weight, float(self.variance_epsilon))
-
-
-def lean_rmsnorm(model) -> int:
-    """Route the known plain RMSNorm modules through `kernels.RMSNorm`; returns how many were patched."""
-    if not hasattr(torch.ops.aten, "_fused_rms_norm"):
-        return 0
-    patched = 0
-    for module in model.modules():
-        if type(module).__name__ in _PLAIN_RMSNORMS and hasattr(module, "variance_epsilon"):
-            module.forward = _rmsnorm_forward.__get__(module)
-            patched += 1
-    return patched
-
-
-# ---------------------------------------------------------------- lever 9: one-kernel tanh GELU
-
-def _gelu_tanh_forward(self, x):
-    return nn.functional.gelu(x, approximate="tanh")
-
-
-def lean_gelu(model) -> int:
-    """Route transformers' `NewGELUActivation` (`gelu_new`: GPT-2, GPT-J, Phi) through torch's
-    tanh GELU; returns how many modules were patched."""
-    patched = 0
-    for module in model.modules():
-        if type(module).__name__ == "NewGELUActivation":
-            module.forward = _gelu_tanh_forward.__get__(module)
-            patched += 1
-    return patched
-
-
-# ---------------------------------------------------------------- lever 10: fp32 attention for narrow heads
-
-def cpu_attention(inner) -> int:
-    """Set a CPU model that uses SDPA attention to `kernels.cpu_sdpa` (the same attention, in
-    fp32 under autocast where that is faster); returns 1 when it was set. The setting is not
-    saved with the model (transformers keeps it out of config.json)."""
-    config = getattr(inner, "config", None)
-    if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(inner, "set_attn_implementation"):
-        return 0
-    inner.set_attn_implementation(register_cpu_sdpa())
-    return 1
-
-
-# ---------------------------------------------------------------- lever 2: micro-batch splitting
+# ---------------------------------------------------------------- micro-batch splitting
 
 def tokens_per_pass(cfg, device: torch.device | str, inner=None) -> int | None:
     """How many tokens one forward/backward pass may hold; None = the whole micro-batch.
@@ -346,7 +170,7 @@ def row_groups(batch, tokens_per_pass: int | None) -> list:
     return parts
 
 
-# ---------------------------------------------------------------- lever 3: checkpointing
+# ---------------------------------------------------------------- checkpointing
 
 # Saved activations per token per decoder layer with lean LoRA, in units of hidden-size
 # elements of the compute dtype (measured with torch.autograd.graph.saved_tensors_hooks on the
