@@ -305,7 +305,7 @@ CASES = {
                          "is a file, not a run or model directory ({t}/afile)"),
     "merge-not-a-run": (["merge", "{t}/adir", "--out", "{t}/m"], 2, "not a run or model directory"),
     "merge-out-not-empty": (["merge", "{run}", "--out", "{t}/run"], 2, "output directory exists and is not empty"),
-    "merge-out-is-file": (["merge", "{run}", "--out", "{t}/afile"], 2, "--out is a file, not a folder"),
+    "merge-out-is-file": (["merge", "{run}", "--out", "{t}/afile"], 2, "--output-dir is a file, not a folder"),
     "merge-out-under-file": (["merge", "{run}", "--out", "{t}/afile/m"], 2, "{t}/afile is a file, not a folder"),
     "merge-out-read-only": (["merge", "{run}", "--out", "/proc/mens-merged"], 2, "cannot write in /proc"),
     "merge-bad-shard-size": (["merge", "{run}", "--out", "{t}/m", "--max-shard-size", "huge"], 2,

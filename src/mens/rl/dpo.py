@@ -47,9 +47,9 @@ class DpoOptions:
 
 
 # The flags of `mens dpo` that set a DpoOptions field (lora_alpha is 2 × --lora-r).
-FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "beta": "--beta", "batch_size": "--batch-size",
-         "lora_r": "--lora-r", "lora_alpha": "--lora-r", "max_length": "--max-length", "seed": "--seed",
-         "save_steps": "--save-steps", "device": "--device"}
+FLAGS = {"steps": "--max-steps", "learning_rate": "--lr", "beta": "--beta", "batch_size": "--micro-batch",
+         "lora_r": "--lora-r", "lora_alpha": "--lora-r", "max_length": "--seq-len", "seed": "--seed",
+         "save_steps": "--save-interval", "device": "--device"}
 
 
 def prefs_path(data: str | Path) -> Path:
@@ -96,8 +96,11 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
+    from mens.positions import check_length, source_positions
+
     path = prefs_path(data)
     rows = read_prefs(path)
+    check_length(opts.max_length, source_positions(model), FLAGS["max_length"], model)
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     try:
         start = rl_run.load_start(model, opts.device)

@@ -79,8 +79,10 @@ def check_rewards(rewards: Any, where: str) -> None:
         raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
 
 
-FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "num_generations": "--num-generations",
-         "max_completion_length": "--max-completion-length", "seed": "--seed", "device": "--device"}
+# The flags of `mens rl` that set an RlOptions field (mens.flags: TRL's spellings are accepted too).
+FLAGS = {"steps": "--max-steps", "learning_rate": "--lr", "num_generations": "--samples",
+         "max_completion_length": "--max-new-tokens", "save_steps": "--save-interval", "seed": "--seed",
+         "device": "--device"}
 
 
 def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions:
@@ -150,6 +152,13 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
     if len(rows) < opts.prompts_per_step:  # TRL would drop the short batch and train 0 steps
         raise MensError(f"{len(rows)} prompt(s), fewer than prompts_per_step ({opts.prompts_per_step}): no step "
                         "would train", str(prompts), "add prompts, or set prompts_per_step lower in the rl config")
+    from mens.positions import check_generation_fits, source_positions, source_tokenizer
+
+    # GRPO samples each prompt whole (TRL cuts none) and --max-new-tokens more: past the positions that
+    # is an IndexError in the position embedding after the model has loaded (issue 36).
+    check_generation_fits(source_tokenizer(model), [r["prompt"][0]["content"] for r in rows],
+                          positions=source_positions(model), new_tokens=opts.max_completion_length,
+                          flag=FLAGS["max_completion_length"], where=str(model))
     limits = Limits(timeout_s=opts.sandbox_timeout_s, memory_mb=opts.sandbox_memory_mb)
     funcs = [batch_reward(n, limits) for n, w in opts.rewards.items() if w]
     weights = [float(w) for w in opts.rewards.values() if w]

@@ -49,6 +49,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     presets underneath still apply."""
     from dataclasses import fields
 
+    from mens.flags import add_flag
     from mens.train.config import TrainConfig, field_type
 
     groups: dict[str, argparse._ArgumentGroup] = {}
@@ -71,7 +72,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             metavar = meta.get("metavar") or (None if meta.get("choices") else {int: "N", float: "X"}.get(kind, "TEXT"))
             kw.update(type=kind, choices=meta.get("choices"), metavar=metavar)
         names = [flag, "-o"] if f.name == "output_dir" else [flag]
-        group.add_argument(*names, **kw)
+        add_flag(group, *names, **kw)  # with the TRL/HF spellings of its name (mens.flags)
 
 
 def resolve(args: argparse.Namespace):

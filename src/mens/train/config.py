@@ -257,7 +257,14 @@ class TrainConfig:
         if self.scratch_dropout is not None and not 0 <= self.scratch_dropout < 1:
             raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
         if self.backend == "scratch":  # the shape (a known preset, heads that divide the width), before any data loads
-            self.scratch_model_shape()
+            from mens.positions import check_length
+
+            positions = self.scratch_model_shape().n_positions
+            check_length(self.seq_len, positions, "--seq-len", f"the scratch model's --scratch-positions {positions}")
+            if self.bench and self.bench_max_new_tokens >= positions:
+                raise bad(f"--bench-max-new-tokens {self.bench_max_new_tokens} leaves no room for a prompt in the "
+                          f"scratch model's {positions} positions", f"pass --bench-max-new-tokens {positions // 2} "
+                          "or less, or raise --scratch-positions")
         if isinstance(self.target_modules, str) and not self.target_modules.strip(", "):
             raise bad("target_modules is empty", "drop --target-modules (all-linear) or name the modules")
         if isinstance(self.target_modules, list) and not self.target_modules:
