@@ -110,7 +110,7 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
                                                seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
                          beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)
         trainer = DPOTrainer(model=start.model, args=args, train_dataset=Dataset.from_list(rows),
-                             processing_class=start.tokenizer, peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
+                             processing_class=start.tokenizer, peft_config=rl_run.lora_config(start.model, opts.lora_r, opts.lora_alpha),
                              callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
         rl_run.quiet(trainer)
         began = rl_run.clock()

@@ -181,7 +181,7 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
         trainer = grpo_trainer_class()(model=start.model, reward_funcs=funcs, args=args,
                                        train_dataset=Dataset.from_list(rows),
                                        processing_class=start.tokenizer,
-                                       peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha,
+                                       peft_config=rl_run.lora_config(start.model, opts.lora_r, opts.lora_alpha,
                                                                       train_lm_head=opts.train_lm_head),
                                        callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
         rl_run.quiet(trainer)

@@ -162,6 +162,8 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
     weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
 
+    from mens.train.model import transposed_linears
+
     for p in model.parameters():
         p.requires_grad_(False)
     rows = None
@@ -171,7 +173,8 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
                 for layer in (model.get_input_embeddings(), model.get_output_embeddings()) if layer is not None}
     lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=cfg.target_modules, use_dora=cfg.dora, bias="none",
-                      task_type="CAUSAL_LM", trainable_token_indices=rows)
+                      task_type="CAUSAL_LM", trainable_token_indices=rows,
+                      fan_in_fan_out=transposed_linears(model))
     try:
         with warnings.catch_warnings():
             # PEFT asks transformers for a deprecated attribute; the warning is theirs, not the user's.
