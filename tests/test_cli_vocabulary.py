@@ -164,13 +164,17 @@ _EXPLAINED = re.compile(r"\balias|\balso\b|TRL|transformers'|older spelling", re
 def test_the_readme_and_docs_use_one_vocabulary():
     bad = []
     for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
-        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-            if _EXPLAINED.search(line) or re.search(r"\b(bench|scripts)/", line):  # (their own flags)
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for n, line in enumerate(lines, 1):
+            before = " ".join(lines[max(0, n - 4):n - 1])  # a sentence or command line may wrap
+            if _EXPLAINED.search(before + " " + line) or re.search(r"\b(bench|scripts)/", line):  # (their own flags)
                 continue
             for alias in ALL_ALIASES:
                 if re.search(re.escape(alias) + r"(?![\w-])", line):
                     bad.append(f"{page.name}:{n}: {alias} (say {_canonical_of(alias)})")
             for (command, old), new in LEGACY.items():
-                if command in line and re.search(re.escape(old) + r"(?![\w-])", line):
-                    bad.append(f"{page.name}:{n}: {command} {old} (say {new})")
+                for m in re.finditer(re.escape(old) + r"(?![\w-])", line):
+                    named = re.findall(r"mens (?:corpus )?[a-z][\w-]*", before + " " + line[:m.start()])
+                    if named and named[-1] == command:  # the command the flag is given to
+                        bad.append(f"{page.name}:{n}: {command} {old} (say {new})")
     assert not bad, "\n".join(bad)

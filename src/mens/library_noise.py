@@ -56,4 +56,5 @@ def route(debug: bool) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_warning() if debug else hf_logging.set_verbosity_error()
-        hf_logging.enable_progress_bar() if debug else hf_logging.disable_progress_bar()
+        if not debug:
+            hf_logging.disable_progress_bar()
