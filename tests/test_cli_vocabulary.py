@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mens.cli import build_parser
-from mens.flags import ALIASES, LEGACY, SHARED, dtype_value
+from mens.flags import ALIASES, LEGACY, METAVARS, SHARED, dtype_value
 from paths import REPO
 
 TOP_LEVEL = {"-h", "--help", "--version", "--debug", "--quiet", "-q"}
@@ -127,14 +127,33 @@ def test_a_concept_is_spelled_one_way_in_every_command():
         assert len(spellings) == 1, f"{dest} is spelled {sorted(uses)}"
 
 
-def test_rl_and_train_agree_on_their_shared_flags():
+def shown(action: argparse.Action) -> str:
+    """What `--help` shows for a flag's value: its choices, or its metavar."""
+    if action.nargs == 0:
+        return ""
+    if action.choices:
+        return "{" + ",".join(action.choices) + "}"
+    return str(action.metavar or action.dest.upper())
+
+
+def test_a_shared_value_is_shown_one_way():
+    for command, opt, action in VISIBLE:
+        if opt in METAVARS and not action.choices and action.nargs != 0:
+            assert shown(action) == METAVARS[opt], f"{command} {opt} shows {shown(action)} (mens.flags.METAVARS)"
+
+
+def test_rl_and_train_help_agree_on_their_shared_flags():
+    """`mens rl --help` and `mens train --help` (issue 36): the same flags, read into the same
+    settings, shown the same way; rl's --device offers what TRL trains on (no mps)."""
     rl = {o: a for c, o, a in VISIBLE if c == "mens rl"}
     train = {o: a for c, o, a in VISIBLE if c == "mens train"}
     shared = set(rl) & set(train)
     assert {"--model", "--output-dir", "-o", "--max-steps", "--lr", "--seed", "--device", "--bench", "--config",
             "--force-restart", "--save-interval"} <= shared
-    for opt in shared:
-        assert (rl[opt].dest, kind(rl[opt])) == (train[opt].dest, kind(train[opt])), opt
+    for opt in shared - {"--device"}:
+        assert (rl[opt].dest, kind(rl[opt]), shown(rl[opt])) == (train[opt].dest, kind(train[opt]),
+                                                                 shown(train[opt])), opt
+    assert set(rl["--device"].choices) == set(train["--device"].choices) - {"mps"}
 
 
 @pytest.mark.parametrize("argv, dest, value", [
@@ -151,6 +170,8 @@ def test_rl_and_train_agree_on_their_shared_flags():
     (["decontaminate", "--bench", "b", "--data", "x.jsonl", "y.jsonl"], ("train_data",),
      ([Path("x.jsonl"), Path("y.jsonl")],)),
     (["export", "run", "--gguf", "o.gguf", "--system", "Be brief."], ("system_prompt",), ("Be brief.",)),
+    (["corpus", "gather", "--output", "src"], ("output_dir",), (Path("src"),)),
+    (["dpo", "--model", "m", "-o", "r", "--data-dir", "d", "--device", "auto"], ("device",), ("auto",)),
 ])
 def test_aliases_and_older_spellings_parse_as_the_flag(argv, dest, value):
     args = build_parser().parse_args(argv)
@@ -159,6 +180,8 @@ def test_aliases_and_older_spellings_parse_as_the_flag(argv, dest, value):
 
 # A line of the docs may name an alias where it says that it is one.
 _EXPLAINED = re.compile(r"\balias|\balso\b|TRL|transformers'|older spelling", re.I)
+_OTHER_SPELLING = re.compile(r"(?<![\w-])(%s)(?![\w-])" % "|".join(
+    re.escape(s) for s in sorted(ALL_ALIASES | {old for _, old in LEGACY}, key=len, reverse=True)))
 
 
 def test_the_readme_and_docs_use_one_vocabulary():
@@ -166,15 +189,18 @@ def test_the_readme_and_docs_use_one_vocabulary():
     for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         lines = page.read_text(encoding="utf-8").splitlines()
         for n, line in enumerate(lines, 1):
-            before = " ".join(lines[max(0, n - 4):n - 1])  # a sentence or command line may wrap
-            if _EXPLAINED.search(before + " " + line) or re.search(r"\b(bench|scripts)/", line):  # (their own flags)
+            found = list(_OTHER_SPELLING.finditer(line))
+            if not found or re.search(r"\b(bench|scripts)/", line):  # (their own flags)
                 continue
-            for alias in ALL_ALIASES:
-                if re.search(re.escape(alias) + r"(?![\w-])", line):
-                    bad.append(f"{page.name}:{n}: {alias} (say {_canonical_of(alias)})")
-            for (command, old), new in LEGACY.items():
-                for m in re.finditer(re.escape(old) + r"(?![\w-])", line):
-                    named = re.findall(r"mens (?:corpus )?[a-z][\w-]*", before + " " + line[:m.start()])
-                    if named and named[-1] == command:  # the command the flag is given to
-                        bad.append(f"{page.name}:{n}: {command} {old} (say {new})")
+            before = " ".join(lines[max(0, n - 4):n - 1])  # a sentence or command line may wrap
+            if _EXPLAINED.search(before + " " + line):
+                continue
+            for m in found:
+                if m[1] in ALL_ALIASES:
+                    bad.append(f"{page.name}:{n}: {m[1]} (say {_canonical_of(m[1])})")
+                    continue
+                named = re.findall(r"mens (?:corpus )?[a-z][\w-]*", before + " " + line[:m.start()])
+                new = named and LEGACY.get((named[-1], m[1]))  # the command the flag is given to
+                if new:
+                    bad.append(f"{page.name}:{n}: {named[-1]} {m[1]} (say {new})")
     assert not bad, "\n".join(bad)

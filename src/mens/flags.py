@@ -6,9 +6,10 @@ accepted for it.
 
 `add_flag` declares a flag with the aliases of its spelling: they parse into the same value,
 stay out of the usage line, and the help names the TRL/HF ones ("also --learning-rate"); mens's
-own older spellings (LEGACY) are accepted silently, so scripts written for them keep working.
+own older spellings (LEGACY) are accepted silently, so scripts written for them keep working; a
+shared flag's value is shown as METAVARS says in every command's help (`--model MODEL`, `--seed N`).
 tests/test_cli_vocabulary.py walks every command's parser and fails on a concept spelled two
-ways, a spelling meaning two things, or an alias a command forgot.
+ways, a spelling meaning two things or shown two ways, or an alias a command forgot.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 LEGACY: dict[tuple[str, str], str] = {
     ("mens dpo", "--batch-size"): "--micro-batch",
     ("mens merge", "--out"): "--output-dir",
+    ("mens corpus gather", "--output"): "--output-dir",
     ("mens gate", "--bench"): "--bench-results",
     ("mens decontaminate", "--data"): "--train-data",
     ("mens export", "--system"): "--system-prompt",
@@ -79,6 +81,12 @@ SHARED = {
     "--dry-run": "do nothing for real: pipeline shows what would run; push writes the files to DIR",
 }
 
+# What a shared value flag's help shows for its value, in every command (a flag with choices shows them).
+METAVARS = {"--model": "MODEL", "--output-dir": "DIR", "--output": "FILE", "--config": "FILE", "--seed": "N",
+            "--bench": "PATH", "--data-dir": "PATH", "--train-data": "FILE", "--prompts": "FILE",
+            "--system-prompt": "TEXT", "--upstream-model-id": "ORG/NAME", "--device": "DEVICE", "--limit": "N",
+            "--workers": "N", "--lang": "LANG", "--grammar": "LANG", "--temperature": "X", "--lora-r": "N"}
+
 DTYPES = ("bf16", "fp16", "fp32")
 DTYPE_SPELLINGS = {"f16": "fp16", "f32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
@@ -95,6 +103,8 @@ def add_flag(parser, *names: str, **kwargs) -> argparse.Action:
     its long name: ALIASES (named in the help) and the command's LEGACY spellings (silent). A
     required flag with an alias is checked by a required group, so that either spelling satisfies it."""
     long = next(n for n in names if n.startswith("--"))
+    if long in METAVARS and not kwargs.get("choices") and kwargs.get("action") in (None, "store", "append", "extend"):
+        kwargs["metavar"] = METAVARS[long]
     command = getattr(parser, "prog", None)  # `mens dpo`; an argument group has none (train's have no legacy)
     legacy = [old for (cmd, old), new in LEGACY.items() if new == long and cmd == command]
     aliases = list(ALIASES.get(long, ()))

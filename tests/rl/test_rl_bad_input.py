@@ -126,7 +126,7 @@ CASES = {
     "rl-memory-zero": (cfg("memory-zero"), "sandbox_memory_mb must be a whole number, 1 or more, got 0"),
     "rl-lm-head-int": (cfg("lm-head-int"), "train_lm_head must be true or false, got 1"),
     "rl-seed-negative": (cfg("seed-negative"), "seed must be 0 to 2**32-1, got -1"),
-    "rl-device-tpu": (cfg("device-tpu"), "device must be one of cpu, cuda, got 'tpu'"),
+    "rl-device-tpu": (cfg("device-tpu"), "device must be one of auto, cpu, cuda, got 'tpu'"),
     "rl-key-unknown": (cfg("key-unknown"), "unknown config key 'stepz' ({t}/cfg_key-unknown.yaml) — did you mean "
                        "'steps'?"),
     "rl-key-far": (cfg("key-far"), "unknown config key 'zzz' ({t}/cfg_key-far.yaml) — use beta, device"),

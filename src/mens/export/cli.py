@@ -33,9 +33,9 @@ def register(sub) -> None:
     add_flag(e, "--system-prompt", help="the Modelfile's SYSTEM prompt")
     add_flag(e, "--merge-dtype", default="bf16", type=dtype_value, metavar="{bf16,fp16,fp32}",
              help="the dtype of the intermediate merged model (bf16)")
-    e.add_argument("--upstream-model-id", metavar="ORG/NAME",
-                   help="the Hub id of the base, named in the GGUFs' metadata (else the manifest's provenance; "
-                   "a local path is never written)")
+    add_flag(e, "--upstream-model-id",
+             help="the Hub id of the base, named in the GGUFs' metadata (else the manifest's provenance; "
+             "a local path is never written)")
     e.add_argument("--json", action="store_true", help="print the export report as JSON")
     e.set_defaults(func=_export)
 
@@ -46,8 +46,8 @@ def register(sub) -> None:
     p.add_argument("source", metavar="RUN_OR_MERGED", help="a mens run dir (adapter or full) or a merged model dir")
     p.add_argument("--repo", required=True, metavar="USER/NAME", help="the Hub repository")
     p.add_argument("--private", action="store_true", help="create the repository private")
-    p.add_argument("--upstream-model-id", metavar="ORG/NAME",
-                   help="the Hub id of the base model (else the manifest's provenance or base id)")
+    add_flag(p, "--upstream-model-id",
+             help="the Hub id of the base model (else the manifest's provenance or base id)")
     p.add_argument("--dry-run", metavar="DIR", help="write the exact files to DIR instead of uploading")
     p.set_defaults(func=_push)
 

@@ -33,8 +33,8 @@ def register(sub) -> None:
                        "Writes the run directory `mens train` writes; rerunning resumes. Flags win over "
                        "--config; unset, RlOptions' defaults hold. docs/rl.md.")
     _common(p)
-    p.add_argument("--prompts", required=True, type=Path,
-                   help="JSONL of {prompt, lang?, expect_contains?, tests?} (task files or pair files)")
+    add_flag(p, "--prompts", required=True, type=Path,
+             help="JSONL of {prompt, lang?, expect_contains?, tests?} (task files or pair files)")
     add_flag(p, "--config", type=Path, help="rl.yaml: RlOptions fields, `rewards: {parses: 1.0, …}` (docs/rl.md)")
     add_flag(p, "--max-steps", type=int, metavar="N", help="optimizer steps (default 50)")
     add_flag(p, "--lr", type=float, metavar="X", help="learning rate (default 5e-5)")
@@ -50,7 +50,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_flag(p, "--output-dir", "-o", required=True, type=Path, help="the run directory to write")
     add_flag(p, "--bench", type=Path, help="held-out bench: refuse prompts that overlap its tasks")
     add_flag(p, "--seed", type=int, default=0)
-    add_flag(p, "--device", default="cpu", choices=("cpu", "cuda"))
+    add_flag(p, "--device", default="cpu", choices=("auto", "cpu", "cuda"),
+             help="auto: cuda where there is a GPU (TRL trains on cpu or cuda; default cpu)")
     add_flag(p, "--force-restart", action="store_true", help="start over instead of resuming")
 
 

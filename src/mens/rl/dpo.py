@@ -10,7 +10,7 @@ gap) and `rewards_accuracies` beside the loss.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class DpoOptions:
         c.whole("steps", "batch_size", "lora_r", "lora_alpha", "max_length", "save_steps")
         c.positive("learning_rate", "beta")
         c.seed()
-        c.choice("device", ("cpu", "cuda"))
+        c.choice("device", ("auto", "cpu", "cuda"))
         return self
 
 
@@ -93,14 +93,15 @@ def _kind(value: Any) -> str:
 def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions = DpoOptions(),
         force_restart: bool = False, callbacks: list | None = None):
     """Train; returns TRL's trainer (its `state.log_history` holds every logged figure)."""
-    from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
-
     from mens.positions import check_length, source_positions
 
+    opts = replace(opts, device=rl_run.pick_device(opts.device))
     path = prefs_path(data)
     rows = read_prefs(path)
     check_length(opts.max_length, source_positions(model), FLAGS["max_length"], model)
+    from datasets import Dataset  # after the checks: TRL takes seconds to import
+    from trl import DPOConfig, DPOTrainer
+
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     try:
         start = rl_run.load_start(model, opts.device)

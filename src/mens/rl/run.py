@@ -236,6 +236,15 @@ def saved(run: Path) -> bool:
         return False
 
 
+def pick_device(device: str) -> str:
+    """`auto` (as `mens train --device auto`): cuda where torch sees a GPU, else cpu; cpu and cuda as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def gpu_bf16(device: str) -> bool:
     """Whether training on `device` computes in bf16: a CUDA GPU with native bf16 (not a T4 or a
     V100, where torch would emulate it slowly). A CPU stays in fp32, as `mens train` does unless

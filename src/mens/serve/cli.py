@@ -55,14 +55,14 @@ def register(sub) -> None:
                    help="largest request body; larger ones get 413 (2097152 = 2 MiB)")
     s.add_argument("--max-prompt-tokens", default=None,
                    help="longest prompt in tokens; longer ones get 400 (default: the context window)")
-    s.add_argument("--grammar", metavar="LANG",
-                   help="constrain generated code (vox, or another language pack) to parse as far as it goes")
+    add_flag(s, "--grammar",
+             help="constrain generated code (vox, or another language pack) to parse as far as it goes")
     s.add_argument("--engine", choices=["hf", "vllm", "llamacpp"], default="hf",
                    help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server; llamacpp: "
                    "llama.cpp on the CPU (MODEL_OR_RUN may be a .gguf; a run or model dir is exported first)")
     s.add_argument("--quant", choices=["f16", "q8_0", "q4_k_m"],
                    help="--engine llamacpp: the GGUF to export a run or model dir to (f16)")
-    s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
+    add_flag(s, "--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     add_flag(s, "--dtype", type=dtype_value, metavar="{bf16,fp16,fp32}",
              help="default: fp32 on CPU, bf16 on CUDA (f16 and f32 read as fp16 and fp32)")
     s.set_defaults(func=_serve)

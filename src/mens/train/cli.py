@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.flags import add_flag
 from mens.progress import say
 
 def register(sub) -> None:
@@ -25,13 +26,13 @@ def register(sub) -> None:
                        "data-parallel (--distributed). See docs/training.md.")
     add_config_flags(p)
     g = p.add_argument_group("run")
-    g.add_argument("--config", help="YAML file of TrainConfig fields (keys = the flags' names)")
+    add_flag(g, "--config", help="YAML file of TrainConfig fields (keys = the flags' names)")
     g.add_argument("--force-restart", action="store_true", help="start over instead of resuming")
     g.add_argument("--background", action="store_true", help="detach; log to RUN/logs/train-<time>.log")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("probe", help="report the device, memory, bf16 support and recommended preset")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
+    add_flag(p, "--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_probe)
 
@@ -49,7 +50,6 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     presets underneath still apply."""
     from dataclasses import fields
 
-    from mens.flags import add_flag
     from mens.train.config import TrainConfig, field_type
 
     groups: dict[str, argparse._ArgumentGroup] = {}

@@ -44,10 +44,10 @@ _RUN, _ADAPT, _OPT, _SPEED, _DATA, _SCRATCH, _CADENCE, _PROV = (
 @dataclass
 class TrainConfig:
     # what to train, on what, into where
-    model: str | None = opt(None, "base model: a local HF model directory or a hub id", metavar="PATH", group=_RUN)
+    model: str | None = opt(None, "base model: a local HF model directory or a hub id", group=_RUN)
     data_dir: str | None = opt(None, "directory with train.jsonl (and optionally val.jsonl), or one .jsonl/.parquet "
-                               "file of training rows", metavar="PATH", group=_RUN)
-    output_dir: str | None = opt(None, "run directory (adapter, manifest, telemetry, checkpoints)", metavar="PATH", group=_RUN)
+                               "file of training rows", group=_RUN)
+    output_dir: str | None = opt(None, "run directory (adapter, manifest, telemetry, checkpoints)", group=_RUN)
     backend: str = opt("qlora", "default qlora", group=_RUN, choices=BACKENDS)
     preset: str | None = opt(None, "tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)", group=_RUN)
     device: str = opt("auto", group=_RUN, choices=DEVICES)
