@@ -68,6 +68,7 @@ SHARED = {
     "--grammar": "a language pack whose parser constrains the generated code",
     "--lang": "a language pack name",
     "--lora-r": "the LoRA rank",
+    "--preset": "a named set of training defaults sized to a device (cpu, tiny, 16g …; mens probe recommends one)",
     "--force-restart": "start the run over instead of resuming it",
     "--upstream-model-id": "the hub id of the original base model (provenance)",
     "--quant": "the GGUF quantization: f16, q8_0, q4_k_m",

@@ -277,7 +277,8 @@ def test_scratch_plan_patches_gelu_and_trims_only_big_passes(tmp_path):
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
     for name in ref:
         torch.testing.assert_close(got[name], ref[name], rtol=1e-4, atol=1e-6)
-    big = TrainConfig(backend="scratch", seq_len=4096, micro_batch=64, output_dir=str(tmp_path)).validate()
+    big = TrainConfig(backend="scratch", seq_len=4096, scratch_positions=4096, micro_batch=64,
+                      output_dir=str(tmp_path)).validate()
     assert _pass_bytes(model, big, None) >= TRIM_HEAP_MIN_BYTES  # passes that big are trimmed
 
 

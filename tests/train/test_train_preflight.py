@@ -176,3 +176,28 @@ def test_a_small_data_set_is_warned_about_once(run_cli, data_dir, tmp_path):
                            "--device", "cpu", "--data-dir", data_dir, "-o", tmp_path / "run")
     assert code == 0, err
     assert err.count("training pairs in") == 1, err
+
+
+def test_dropout_off_silences_attention_dropout_too(tmp_path, tiny_tokenizer_dir, run_cli, data_dir):
+    """GPT-2's attention passes `attn_dropout.p` to its kernel while the module trains, so putting
+    Dropout layers in eval mode alone left it on: validation losses were noisy, and the preflight
+    (the loop's loss against the model's own) refused every GPT-2 run. dropout_off gives eval's
+    logits in train mode, and the LoRA run on GPT-2 passes its preflight."""
+    import torch
+    from tiny import build_model
+    from transformers import AutoModelForCausalLM
+
+    from mens.train.runtime import dropout_off
+
+    model_dir = build_model(tmp_path / "gpt2", "gpt2", tokenizer_dir=tiny_tokenizer_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_pdrop=0.5, resid_pdrop=0.5, embd_pdrop=0.5)
+    ids = torch.arange(5, 37)[None]
+    with torch.no_grad():
+        want = model.eval()(input_ids=ids).logits
+        model.train()
+        with dropout_off(model):
+            got = model(input_ids=ids).logits
+        assert model.transformer.h[0].attn.attn_dropout.p == 0.5 and model.training  # restored
+    torch.testing.assert_close(got, want)
+    code, _, err = run_cli(*train_args(model_dir, data_dir, tmp_path / "run", backend="lora", max_steps=1))
+    assert code == 0, err

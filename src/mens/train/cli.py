@@ -34,9 +34,9 @@ def register(sub) -> None:
     p = sub.add_parser("probe", help="report the device, memory, bf16 support and recommended preset")
     add_flag(p, "--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--model", metavar="PATH", help="a base model (directory or hub id): estimate the memory each "
-                   "backend needs from its config, for --preset")
-    p.add_argument("--preset", help="the preset to estimate for (default: the recommended one); a GPU preset on a "
+    add_flag(p, "--model", help="a base model (directory or hub id): estimate the memory each "
+             "backend needs from its config, for --preset")
+    add_flag(p, "--preset", help="the preset to estimate for (default: the recommended one); a GPU preset on a "
                    "machine without that GPU is estimated for its card size (16g: 16 GB)")
     p.set_defaults(func=cmd_probe)
 

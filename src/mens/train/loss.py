@@ -232,9 +232,10 @@ def reference_loss(model, batch, device) -> float | None:
         n = int((targets[start:end] != IGNORE).sum())
         if n == 0:  # padding, or an example cut to nothing supervised
             continue
-        labels = torch.full((1, end - start), IGNORE, dtype=torch.long)
-        labels[0, 1:] = targets[start:end - 1]  # transformers shifts labels itself
-        out = model(input_ids=ids[None, start:end].to(device), labels=labels.to(device), use_cache=False)
-        total += float(out.loss) * n
+        # The model's own forward and logits; the loss against mens's targets directly (handing
+        # transformers labels would drop the example's last target, which it shifts out).
+        logits = model(input_ids=ids[None, start:end].to(device), use_cache=False).logits[0].float()
+        total += float(torch.nn.functional.cross_entropy(logits, targets[start:end].to(device), ignore_index=IGNORE,
+                                                         reduction="sum"))
         count += n
     return total / count if count else None

@@ -44,14 +44,27 @@ def peak_memory_gb(device: str) -> float:
 
 @contextlib.contextmanager
 def dropout_off(model):
-    """Deterministic validation without model.eval(): only dropout layers switch to eval."""
+    """Deterministic validation without model.eval(): only dropout switches off. Dropout layers go
+    to eval and their p to 0, and attention modules' float dropout rates to 0, since attention
+    kernels take the rate as an argument while the module trains (GPT-2 passes
+    `attn_dropout.p`, Llama-style modules `attention_dropout`)."""
     import torch
 
-    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.training]
-    for m in drops:
-        m.eval()
+    saved = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            saved.append((m, "p", m.p, m.training))
+            m.p = 0.0
+            m.eval()
+        for name in ("attention_dropout", "dropout"):
+            value = getattr(m, name, None)
+            if type(value) is float and value > 0:
+                saved.append((m, name, value, None))
+                setattr(m, name, 0.0)
     try:
         yield
     finally:
-        for m in drops:
-            m.train()
+        for m, name, value, training in saved:
+            setattr(m, name, value)
+            if training:
+                m.train()
