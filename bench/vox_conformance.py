@@ -4,7 +4,7 @@
         [--count 20000] [--seed 0] [--json bench/results/vox_conformance.json] \\
         [--cases-dir bench/results/vox_disagreements] [--check-sources]
 
-Programs come from four seeded sources:
+Programs come from five seeded sources:
   examples  the files of examples/vox (module mode) and examples/vox-script (script mode), each
             once unmutated ("original") and then as single-edit mutants;
   synth     programs of mens's synthetic generator (mens.corpus.synth), unmutated and mutated;
@@ -13,7 +13,12 @@ Programs come from four seeded sources:
             a few "must_reject" forms (retired constructs, the spec's known errors);
   idioms    examples and synth programs with one to three idioms of other languages written in
             ("idiom": `->` for `to`, `let mut`, `elif`, `List<int>`, `x++`, `;` line ends …,
-            bench/vox_idioms.py) or two to four of the mutation kinds below stacked ("stacked").
+            bench/vox_idioms.py) or two to four of the mutation kinds below stacked ("stacked");
+  modifiers what comes before a declaration's keyword (bench/vox_modifiers.py): one to three of
+            `pub`, `async`, decorators and @-forms in any order before a clean grammar program of
+            every construct kind ("prefix"), functions whose decorators take argument lists of a
+            random grammar ("deco_args") and functions whose modifiers come in a random order
+            ("order").
 Mutation kinds: delete/duplicate a line or a token; a newline before `{`, after an operator,
 inside brackets or before any token; drop a bracket; a comma at a block entry's end, before a
 closing bracket or after an opening one; drop a comma; swap a string's quotes; replace a
@@ -107,7 +112,7 @@ DIRECTIONS = ("over", "under", "crash")  # mens accepts / oracle rejects; the re
 @dataclass
 class Program:
     idx: int
-    source: str          # examples | synth | grammar
+    source: str          # examples | synth | grammar | idioms | modifiers
     kind: str            # a mutation kind, "original", or "clean"/"noisy" for grammar programs
     construct: str
     script: bool
@@ -739,12 +744,13 @@ class Progress:
 
 def build_programs(args, pack) -> tuple[list[Program], dict]:
     rng = random.Random(args.seed)
-    weights = [float(x) for x in args.split.split(",")] + [0.0]  # a three-number split: no idioms
-    total = sum(weights[:4])
+    weights = ([float(x) for x in args.split.split(",")] + [0.0, 0.0])[:5]  # fewer numbers: no idioms/modifiers
+    total = sum(weights)
     n_ex = round(args.count * weights[0] / total)
     n_syn = round(args.count * weights[1] / total)
     n_idiom = round(args.count * weights[3] / total)
-    n_gram = args.count - n_ex - n_syn - n_idiom
+    n_mod = round(args.count * weights[4] / total)
+    n_gram = args.count - n_ex - n_syn - n_idiom - n_mod
     programs: list[Program] = []
     bases_info: dict = {}
 
@@ -800,6 +806,17 @@ def build_programs(args, pack) -> tuple[list[Program], dict]:
                 if g.noisy:
                     clean_twins.append(Program(-1, "grammar", "clean-twin", g.construct, False,
                                                g.clean_text, f"grammar:{g.construct}#{i}"))
+    # e) modifier orders and decorator argument grammars before every construct kind
+    if n_mod:
+        import vox_grammar_gen as gg
+        from vox_modifiers import modifier_program
+
+        mrng = random.Random(args.seed * 1_000_003 + 11)
+        for i in range(n_mod):
+            text, kind, construct, line = modifier_program(mrng, gg)
+            script = mrng.random() < 0.15  # a script's declarations start with fewer words
+            programs.append(Program(len(programs), "modifiers", kind, construct, script, text,
+                                    f"modifiers:{construct}#{i}", "", line))
     bases_info = {"examples": ex_bases, "synth": syn_bases, "grammar_twins": clean_twins}
     return programs, bases_info
 
@@ -852,11 +869,11 @@ def main() -> int:
                     help="the vox-ref-oracle binary (the reference lexer+parser), e.g. "
                          "../shared/tools/vox-ref-oracle; exit 2 when it is missing")
     ap.add_argument("--count", type=int, default=20000, metavar="N",
-                    help="programs in all, over the four sources (default 20000)")
+                    help="programs in all, over the five sources (default 20000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    ap.add_argument("--split", default="4,3,3,2", metavar="E,S,G[,I]",
-                    help="relative shares of the examples, synth, grammar and idioms sources "
-                         "(default 4,3,3,2; three numbers: no idioms)")
+    ap.add_argument("--split", default="4,3,3,2,2", metavar="E,S,G[,I[,M]]",
+                    help="relative shares of the examples, synth, grammar, idioms and modifiers "
+                         "sources (default 4,3,3,2,2; fewer numbers: no idioms, no modifiers)")
     ap.add_argument("--noisy-share", type=float, default=0.65, metavar="F",
                     help="share of grammar programs with noise sprinkled in (default 0.65)")
     ap.add_argument("--reject-share", type=float, default=0.04, metavar="F",
@@ -894,9 +911,9 @@ def main() -> int:
         return 2
     try:
         split = [float(x) for x in args.split.split(",")]
-        assert len(split) in (3, 4) and all(x >= 0 for x in split) and sum(split) > 0
+        assert len(split) in (3, 4, 5) and all(x >= 0 for x in split) and sum(split) > 0
     except (ValueError, AssertionError):
-        print("vox_conformance: --split takes three or four non-negative numbers, e.g. 4,3,3,2",
+        print("vox_conformance: --split takes three to five non-negative numbers, e.g. 4,3,3,2,2",
               file=sys.stderr)
         return 2
 

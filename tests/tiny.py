@@ -50,8 +50,9 @@ def build_tokenizer(out_dir: str | Path, vocab_size: int = 384, chatml: bool = T
 
 
 def build_model(out_dir: str | Path, arch: str = "qwen2", hidden: int = 64, layers: int = 2,
-                seed: int = 0, tokenizer_dir: str | Path | None = None) -> Path:
-    """A random-weight causal LM of family `arch` (qwen2, llama, mistral, gpt2, …) with its tokenizer."""
+                seed: int = 0, tokenizer_dir: str | Path | None = None, positions: int = 512) -> Path:
+    """A random-weight causal LM of family `arch` (qwen2, llama, mistral, gpt2, …) with its tokenizer
+    and `positions` positions (GPT-2's learned table: an index past it is an IndexError)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -64,11 +65,11 @@ def build_model(out_dir: str | Path, arch: str = "qwen2", hidden: int = 64, laye
     vocab = len(tok)
     if arch == "gpt2":
         cfg = AutoConfig.for_model("gpt2", vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=4,
-                                   n_positions=512, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
+                                   n_positions=positions, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
     else:
         cfg = AutoConfig.for_model(arch, vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
                                    num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                                   max_position_embeddings=512, tie_word_embeddings=False,
+                                   max_position_embeddings=positions, tie_word_embeddings=False,
                                    eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)

@@ -15,6 +15,7 @@ import traceback
 
 from mens import __version__
 from mens.errors import GateFailure, MensError, edge_error
+from mens.library_noise import route as route_library_noise
 from mens.progress import configure as configure_progress
 
 # Modules that add commands, in the order `mens --help` lists them.
@@ -54,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "whether generated code parses, merge, and serve an OpenAI-compatible API.",
     )
     parser.add_argument("--version", action="version", version=f"mens {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback on errors, and the libraries' warnings and progress bars")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output (also MENS_QUIET=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         (getattr(args, "_parser", None) or parser).print_help()
         return 0 if args.command is None else 2
     configure_progress(quiet=args.quiet or os.environ.get("MENS_QUIET") == "1")
+    route_library_noise(debug=args.debug)  # libraries' warnings and bars: shown with --debug only
     try:
         code = args.func(args)
         return int(code or 0)

@@ -63,13 +63,15 @@ CASES = {
     "dpo-beta-zero": (D + ["--beta", "0"], "beta must be a positive number, got 0.0 (--beta) — give --beta above 0"),
     "dpo-beta-negative": (D + ["--beta", "-0.1"], "beta must be a positive number, got -0.1 (--beta)"),
     "dpo-beta-nan": (D + ["--beta", "nan"], "beta must be a positive number, got nan (--beta)"),
-    "dpo-lr-zero": (D + ["--learning-rate", "0"], "learning_rate must be a positive number, got 0.0 (--learning-rate)"),
+    "dpo-lr-zero": (D + ["--lr", "0"], "learning_rate must be a positive number, got 0.0 (--lr)"),
     "dpo-lr-negative": (D + ["--learning-rate=-1e-4"], "learning_rate must be a positive number, got -0.0001"),
     "dpo-lr-inf": (D + ["--learning-rate", "inf"], "learning_rate must be a positive number, got inf"),
-    "dpo-steps-zero": (D + ["--steps", "0"], "steps must be a whole number, 1 or more, got 0 (--steps)"),
+    "dpo-steps-zero": (D + ["--max-steps", "0"], "steps must be a whole number, 1 or more, got 0 (--max-steps)"),
+    # TRL's spellings are aliases (mens.flags); the error names the flag as mens spells it
+    "dpo-steps-zero-trl": (D + ["--steps", "0"], "steps must be a whole number, 1 or more, got 0 (--max-steps)"),
     "dpo-max-length-zero": (D + ["--max-length", "0"], "max_length must be a whole number, 1 or more, got 0 "
-                            "(--max-length) — give --max-length 1 or more"),
-    "dpo-batch-negative": (D + ["--batch-size", "-2"], "batch_size must be a whole number, 1 or more (--batch-size)"
+                            "(--seq-len) — give --seq-len 1 or more"),
+    "dpo-batch-negative": (D + ["--batch-size", "-2"], "batch_size must be a whole number, 1 or more (--micro-batch)"
                            .replace(" (", ", got -2 (")),
     "dpo-lora-r-zero": (D + ["--lora-r", "0"], "lora_r must be a whole number, 1 or more, got 0 (--lora-r)"),
     "dpo-save-steps-zero": (D + ["--save-steps", "0"], "save_steps must be a whole number, 1 or more, got 0"),
@@ -87,15 +89,13 @@ CASES = {
                      "a preference row must be a JSON object, got list ({t}/prefs_list.jsonl:2)"),
     # mens rl: flags
     "rl-num-generations-one": (R + ["--num-generations", "1"],
-                               "num_generations must be 2 or more, got 1 (--num-generations)"),
-    "rl-lr-negative": (R + ["--learning-rate", "-1"], "learning_rate must be a positive number, got -1.0 "
-                       "(--learning-rate)"),
-    "rl-steps-zero": (R + ["--steps", "0"], "steps must be a whole number, 1 or more, got 0 (--steps)"),
-    "rl-max-completion-zero": (R + ["--max-completion-length", "0"],
-                               "max_completion_length must be a whole number, 1 or more, got 0 "
-                               "(--max-completion-length)"),
+                               "num_generations must be 2 or more, got 1 (--samples)"),
+    "rl-lr-negative": (R + ["--learning-rate", "-1"], "learning_rate must be a positive number, got -1.0 (--lr)"),
+    "rl-steps-zero": (R + ["--max-steps", "0"], "steps must be a whole number, 1 or more, got 0 (--max-steps)"),
+    "rl-max-completion-zero": (R + ["--max-new-tokens", "0"],
+                               "max_completion_length must be a whole number, 1 or more, got 0 (--max-new-tokens)"),
     "rl-seed-huge": (R + ["--seed", str(2**40)], "seed must be 0 to 2**32-1"),
-    "rl-flag-over-config": (cfg("lr-text") + ["--learning-rate", "-2"], "(--learning-rate)"),
+    "rl-flag-over-config": (cfg("lr-text") + ["--lr", "-2"], "(--lr)"),
     # mens rl: rl.yaml, named by the file
     "rl-reward-unknown": (cfg("reward-unknown"), "unknown reward 'speed' ({t}/cfg_reward-unknown.yaml) — use parses, "
                           "not_stub, expects, tests"),
@@ -126,7 +126,7 @@ CASES = {
     "rl-memory-zero": (cfg("memory-zero"), "sandbox_memory_mb must be a whole number, 1 or more, got 0"),
     "rl-lm-head-int": (cfg("lm-head-int"), "train_lm_head must be true or false, got 1"),
     "rl-seed-negative": (cfg("seed-negative"), "seed must be 0 to 2**32-1, got -1"),
-    "rl-device-tpu": (cfg("device-tpu"), "device must be one of cpu, cuda, got 'tpu'"),
+    "rl-device-tpu": (cfg("device-tpu"), "device must be one of auto, cpu, cuda, got 'tpu'"),
     "rl-key-unknown": (cfg("key-unknown"), "unknown config key 'stepz' ({t}/cfg_key-unknown.yaml) — did you mean "
                        "'steps'?"),
     "rl-key-far": (cfg("key-far"), "unknown config key 'zzz' ({t}/cfg_key-far.yaml) — use beta, device"),

@@ -154,7 +154,7 @@ CASES = {
     "device-unknown": (with_("--device", "tpu"), 2, "argument --device: invalid choice: 'tpu'"),
     "dtype-unknown": (flag("--dtype", "int8"), 2, "argument --dtype: invalid choice: 'int8'"),
     "betas-one-value": (T + ["--adam-betas", "0.9"], 2, "argument --adam-betas: expected 2 arguments"),
-    "unknown-flag": (flag("--learning-rate", "1"), 2, "unrecognized arguments: --learning-rate 1 (mens)"),
+    "unknown-flag": (flag("--lr-rate", "1"), 2, "unrecognized arguments: --lr-rate 1 (mens)"),
     "preset-unknown": (with_("--preset", "huge"), 2, "unknown preset 'huge' (--preset)"),
     # device
     "device-cuda-absent": (with_("--device", "cuda"), 2, "--device cuda but no CUDA device is available (--device)"),

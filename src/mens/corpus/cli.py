@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mens.cli import add_group
 from mens.files import check_not_input
+from mens.flags import add_flag
 
 
 LANG_HELP = ("language pack (vox, python, a tree-sitter grammar) for rows that name none: no `lang` field, "
@@ -25,15 +26,15 @@ def register(sub) -> None:
                           "unit per file, per top-level construct, per docs code block and per docs prose "
                           "section. Report: <output stem>.extract_report.json.")
     p.add_argument("paths", nargs="+", type=Path, help="files or folders")
-    p.add_argument("-o", "--output", type=Path, required=True, help="units.jsonl to write")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="units.jsonl to write")
     p.add_argument("--incremental", action="store_true",
                    help="reuse the previous output's units of files whose content is unchanged")
     p.add_argument("--all-docs", action="store_true",
                    help="take every docs page, not only those with training_eligible: true")
-    p.add_argument("--lang", action="append", default=[], metavar="NAME",
-                   help="also extract this tree-sitter grammar (rust, typescript …); repeatable")
+    add_flag(p, "--lang", action="append", default=[],
+             help="also extract this tree-sitter grammar (rust, typescript …); repeatable")
     p.add_argument("--max-bytes", type=int, default=1_000_000, help="skip larger files (default 1 MB)")
-    p.add_argument("--workers", type=int, help="processes (default 2)")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
     p.add_argument("--follow-external-links", action="store_true",
                    help="read symlinked files that point outside the given paths (skipped and counted by default)")
     p.set_defaults(func=_edge(_extract, "paths"))
@@ -47,7 +48,7 @@ def register(sub) -> None:
                    help="installed distributions, e.g. torch or 'torch=torch/**/*.py,torch/include/c10/**/*.h' "
                    "(default glob **/*.py over the paths pip recorded)")
     p.add_argument("--no-stdlib", action="store_true", help="leave out the standard library")
-    p.add_argument("-o", "--output", type=Path, required=True, help="folder to write (replaced whole)")
+    add_flag(p, "-o", "--output-dir", type=Path, required=True, help="folder to write (replaced whole)")
     p.add_argument("--max-file-bytes", type=int, default=400_000, help="skip larger files (default 400 kB)")
     p.set_defaults(func=_edge(_gather))
 
@@ -55,11 +56,11 @@ def register(sub) -> None:
                           description="Whole-file, per-construct, docs code, docs prose, follow-up and "
                           "parser-verified error-correction pairs; byte-identical for a --seed.")
     p.add_argument("units", type=Path, help="units.jsonl from `mens corpus extract`")
-    p.add_argument("-o", "--output", type=Path, required=True, help="pairs.jsonl to write")
-    p.add_argument("--seed", type=int, default=0)
+    add_flag(p, "-o", "--output", type=Path, required=True, help="pairs.jsonl to write")
+    add_flag(p, "--seed", type=int, default=0)
     p.add_argument("--no-error-correction", action="store_true", help="skip error-correction pairs")
     p.add_argument("--lenient", action="store_true", help="skip malformed unit lines (counted) instead of failing")
-    p.add_argument("--workers", type=int, help="processes (default 2)")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
     p.set_defaults(func=_edge(_pairs, "units"))
 
     p = corpus.add_parser("validate", help="parse every code response, dedupe, schema-check",
@@ -69,22 +70,22 @@ def register(sub) -> None:
                           "else --lang; rows with none are kept but counted `unchecked` in the report. "
                           "--strict exits 1 on any rejection.")
     p.add_argument("pairs", type=Path, help="pairs JSONL")
-    p.add_argument("-o", "--output", type=Path, required=True, help="validated JSONL to write")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="validated JSONL to write")
     p.add_argument("--quarantine", type=Path, help="write rejected rows here, with reasons")
     p.add_argument("--strict", action="store_true", help="exit 1 when any row is rejected")
     p.add_argument("--keep-unsafe", action="store_true",
                    help="keep rows whose prompt or response holds a secret or a destructive command "
                    "(by default they are left out and quarantined as `unsafe`)")
-    p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
+    add_flag(p, "--lang", help=LANG_HELP)
     p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
-    p.add_argument("--workers", type=int, help="processes (default 2)")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
     p.set_defaults(func=_edge(_validate, "pairs"))
 
     p = corpus.add_parser("mix", help="weighted, seeded mix of pair files → train.jsonl",
                           description="Mix sources as mix.yaml says (weights, sample rates, lane filters, "
                           "seed). Report: <output stem>.mix_report.json.")
-    p.add_argument("--config", type=Path, required=True, help="mix.yaml")
-    p.add_argument("-o", "--output", type=Path, help="override the config's output")
+    add_flag(p, "--config", type=Path, required=True, help="mix.yaml")
+    add_flag(p, "-o", "--output", type=Path, help="override the config's output")
     p.add_argument("--allow-missing-sources", action="store_true",
                    help="skip missing sources (reported) instead of failing")
     p.add_argument("--lenient", action="store_true", help="skip malformed rows (counted) instead of failing")
@@ -98,8 +99,8 @@ def register(sub) -> None:
                           "MENS_EVAL_MIN_COVERAGE, MENS_EVAL_STRICT=1 (exit 1 when a gate fails; a threshold "
                           "with nothing checked fails too).")
     p.add_argument("file", type=Path, help="pairs JSONL (e.g. train.jsonl)")
-    p.add_argument("-o", "--output", type=Path, default=Path("eval_results.json"),
-                   help="results file (default eval_results.json)")
+    add_flag(p, "-o", "--output", type=Path, default=Path("eval_results.json"),
+             help="results file (default eval_results.json)")
     p.add_argument("--min-parse-rate", type=float,
                    help="fail below this parse rate (0-1; default $MENS_EVAL_MIN_PARSE_RATE, else none)")
     p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a "
@@ -107,7 +108,7 @@ def register(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail on any parse failure, malformed row, unsafe row or unchecked row "
                    "(also with MENS_EVAL_STRICT=1)")
-    p.add_argument("--lang", metavar="NAME", help=LANG_HELP)
+    add_flag(p, "--lang", help=LANG_HELP)
     p.set_defaults(func=_edge(_eval, "file"))
 
     p = corpus.add_parser("stats", help="rows by category/lane/lang/rating and a length histogram",
@@ -115,15 +116,15 @@ def register(sub) -> None:
                           "else characters. Also writes <stem>.stats_report.json beside the file (or -o).")
     p.add_argument("file", type=Path, help="pairs JSONL")
     p.add_argument("--tokenizer", type=Path, help="model folder or tokenizer.json for token lengths")
-    p.add_argument("-o", "--output", type=Path, help="JSON report path")
+    add_flag(p, "-o", "--output", type=Path, help="JSON report path")
     p.add_argument("--lenient", action="store_true", help="skip malformed lines instead of failing")
     p.set_defaults(func=_edge(_stats, "file"))
 
     p = sub.add_parser("generate-data", help="synthetic, parser-verified Vox programs with prompts",
                        description="Compose Vox programs from a grammar of templates, each verified to parse, "
                        "each with a prompt describing it; no duplicates; reproducible for a --seed.")
-    p.add_argument("--limit", type=int, required=True, help="how many pairs")
-    p.add_argument("--seed", type=int, default=0)
+    add_flag(p, "--limit", type=int, required=True, help="how many pairs")
+    add_flag(p, "--seed", type=int, default=0)
     p.add_argument("--kind", choices=("programs", "copy-drills", "code-drills"), default="programs",
                    help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
                    "made-up names and signatures exactly, a scratch base's --curriculum-data; code-drills: the "
@@ -140,7 +141,7 @@ def register(sub) -> None:
                    help="share (0-1) of programs about a made-up thing with made-up fields, whose prompt spells "
                    "out its fields and the program's specifics (cron line, URI, handler names, paths …), so "
                    "they can only be copied; default 0 (docs/synthetic-data.md)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
     from mens.corpus.prefs import register as register_prefs  # mens corpus prefs (issue 13, docs/rl.md)
@@ -208,7 +209,7 @@ def _gather(args) -> int:
 
     _positive(args.max_file_bytes, "--max-file-bytes", "400000")
     sources = ([] if args.no_stdlib else [Source(STDLIB)]) + [Source.parse(p, "gather") for p in args.packages]
-    say(gather(sources, args.output, max_file_bytes=args.max_file_bytes).summary())
+    say(gather(sources, args.output_dir, max_file_bytes=args.max_file_bytes).summary())
     return 0
 
 

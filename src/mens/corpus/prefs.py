@@ -81,6 +81,10 @@ def sample_prefs(model: str, prompts: list[dict[str, Any]], report: Report, *, n
     from mens.inference import load_model
     from mens.rl.rewards import Task, score
 
+    from mens.positions import check_generation_fits, source_positions, source_tokenizer
+
+    check_generation_fits(source_tokenizer(model), [p["prompt"] for p in prompts], positions=source_positions(model),
+                          new_tokens=max_new_tokens, flag="--max-new-tokens", where=model)
     lm, tokenizer, _ = load_model(model)
     texts = generate(lm, tokenizer, [p["prompt"] for p in prompts], n=n,
                      temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
@@ -167,21 +171,24 @@ def make_prefs(pairs: list[str | Path], output: str | Path, *, bench: str | Path
 # ---------------------------------------------------------------- the command
 
 def register(corpus) -> None:
+    from mens.flags import add_flag
+
     p = corpus.add_parser("prefs", help="preference pairs {prompt, chosen, rejected} for mens dpo",
                           description="From the error-correction lane of pair files (chosen: the valid "
                           "program, rejected: its parser-rejected variant) and, with --model and --prompts, "
                           "from the model's own samples ranked by the rewards. --bench drops every row that "
                           "overlaps a held-out task. Report: <output stem>.prefs_report.json.")
     p.add_argument("pairs", nargs="*", type=Path, help="pairs JSONL from `mens corpus pairs` (or validated)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="prefs.jsonl to write")
-    p.add_argument("--bench", type=Path, help="held-out bench (file or folder): its tasks never become prompts")
-    p.add_argument("--model", help="also rank this model's samples (a run dir or model dir)")
-    p.add_argument("--prompts", type=Path, help="prompt rows for --model (bench-style tasks or pairs)")
-    p.add_argument("-n", "--samples", type=int, default=4, help="samples per prompt (default 4)")
-    p.add_argument("--temperature", type=float, default=0.8)
+    add_flag(p, "-o", "--output", type=Path, required=True, help="prefs.jsonl to write")
+    add_flag(p, "--bench", type=Path, help="held-out bench (file or folder): its tasks never become prompts")
+    add_flag(p, "--model", help="also rank this model's samples (a run dir or model dir)")
+    add_flag(p, "--prompts", type=Path, help="prompt rows for --model (bench-style tasks or pairs)")
+    add_flag(p, "-n", "--samples", type=int, default=4, help="samples per prompt (default 4)")
+    add_flag(p, "--temperature", type=float, default=0.8)
     p.add_argument("--min-gap", type=float, default=0.5, help="least score gap between chosen and rejected")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="tokens per sample (default 256)")
-    p.add_argument("--seed", type=int, default=0)
+    add_flag(p, "--max-new-tokens", type=int, default=256, metavar="N",
+             help="tokens per sample; the prompt and they must fit the model's positions (default 256)")
+    add_flag(p, "--seed", type=int, default=0)
     p.set_defaults(func=_cmd)
 
 

@@ -302,12 +302,18 @@ def run_bench(model_path: str | Path, bench: str | Path, *, k: int = 1, n: int |
         contamination = find_contamination(bench, train_data)
         for hit in contamination["hits"]:
             warn(f"warning: bench task {hit['id']} {hit['field']} appears in training data ({hit['where']})")
+    from mens.hf import read_manifest
+    from mens.positions import check_generation_fits, source_positions, source_tokenizer
+
+    system = _system_prompt(read_manifest(model_path) if Path(model_path).is_dir() else {})
+    check_generation_fits(source_tokenizer(model_path), prompts, positions=source_positions(model_path),
+                          new_tokens=max_new_tokens, flag="--max-new-tokens", where=str(model_path), system=system)
     started = time.time()
     model, tokenizer, info = load_model(model_path, device=device)
     with progress("bench", total=len(prompts) * n) as bar:
         responses = generate(model, tokenizer, prompts, n=n, temperature=temperature, seed=seed,
                              max_new_tokens=max_new_tokens, batch_size=batch_size,
-                             system=_system_prompt(info.get("manifest") or {}), progress_bar=bar,
+                             system=system, progress_bar=bar,
                              grammar=grammar)
     result = {"schema": "mens.benchmark_results.v1", "model": str(model_path), "bench": str(bench), "k": k,
               "n_samples": n, "temperature": temperature, "seed": seed, "max_new_tokens": max_new_tokens,

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mens.flags import add_flag
+
 
 def register(sub) -> None:
     bench = sub.add_parser("bench", help="held-out bench: generate, parse, score; pass@1 / pass@k",
                            description="Generate n samples per bench task with the model's chat template, "
                            "score each (parses with the language pack, not a stub, contains the expected "
                            "needles) and write benchmark_results.json.")
-    bench.add_argument("--model", required=True, help="run dir (adapter), merged/scratch model dir, or hub id")
-    bench.add_argument("--bench", type=Path, required=True, help="bench .jsonl file or directory of them")
+    add_flag(bench, "--model", required=True, help="run dir (adapter), merged/scratch model dir, or hub id")
+    add_flag(bench, "--bench", type=Path, required=True, help="bench .jsonl file or directory of them")
     bench.add_argument("-k", type=int, default=1, help="k of pass@k (default 1)")
-    bench.add_argument("-n", "--samples", type=int, help="samples per task (default k; n > k uses the unbiased estimator)")
-    bench.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("-o", "--output", type=Path, help="results file (default: MODEL/benchmark_results.json "
-                       "for a run dir, else ./benchmark_results.json)")
-    bench.add_argument("--limit", type=int, help="only the first N tasks")
-    bench.add_argument("--max-new-tokens", type=int, default=256)
-    bench.add_argument("--batch-size", type=int, default=8)
-    bench.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
-    bench.add_argument("--train-data", type=Path, action="append",
-                       help="training data to check for contamination (warns and records hits; repeatable)")
-    bench.add_argument("--grammar", metavar="LANG",
-                       help="grammar-constrained decoding with that language pack (e.g. vox), as `mens serve "
-                            "--grammar`: every token keeps the code a viable prefix (slow on a CPU)")
+    add_flag(bench, "-n", "--samples", type=int, help="samples per task (default k; n > k uses the unbiased estimator)")
+    add_flag(bench, "--temperature", type=float, default=0.0, help="0 = greedy (default); >0 samples")
+    add_flag(bench, "--seed", type=int, default=0)
+    add_flag(bench, "-o", "--output", type=Path, help="results file (default: MODEL/benchmark_results.json "
+             "for a run dir, else ./benchmark_results.json)")
+    add_flag(bench, "--limit", type=int, help="only the first N tasks")
+    add_flag(bench, "--max-new-tokens", type=int, default=256, metavar="N",
+             help="tokens per answer; the prompt and they must fit the model's positions (default 256)")
+    bench.add_argument("--batch-size", type=int, default=8, help="answers generated together (default 8)")
+    add_flag(bench, "--device", default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
+    add_flag(bench, "--train-data", type=Path, nargs="+", action="extend",
+             help="training data to check for contamination (warns and records hits)")
+    add_flag(bench, "--grammar",
+             help="grammar-constrained decoding with that language pack (e.g. vox), as `mens serve "
+                  "--grammar`: every token keeps the code a viable prefix (slow on a CPU)")
     bench.add_argument("--base", metavar="MODEL",
                        help="also bench the model a fine-tune started from, with the same settings, and "
                             "record `base` and `vs_base` (tasks lost and gained, sign-test p-values) for "
@@ -36,9 +39,10 @@ def register(sub) -> None:
     deco = sub.add_parser("decontaminate", help="check that no bench prompt or reference is in training data",
                           description="Report bench tasks whose prompt (normalised text) or reference solution "
                           "(structural hash) appears in training JSONL files; exit 1 when any does.")
-    deco.add_argument("--bench", type=Path, required=True, help="bench .jsonl file or directory")
-    deco.add_argument("--data", type=Path, nargs="+", required=True, help="training JSONL file(s)")
-    deco.add_argument("-o", "--output", type=Path, help="write the report as JSON")
+    add_flag(deco, "--bench", type=Path, required=True, help="bench .jsonl file or directory")
+    add_flag(deco, "--train-data", type=Path, nargs="+", action="extend", required=True,
+             help="training JSONL file(s)")
+    add_flag(deco, "-o", "--output", type=Path, help="write the report as JSON")
     deco.set_defaults(func=_decontaminate)
 
     card = sub.add_parser("card", help="(re)render MODEL_CARD.md of a run from the files in it",
@@ -52,15 +56,15 @@ def register(sub) -> None:
     gate.add_argument("--run", type=Path, required=True, help="run directory")
     gate.add_argument("--policy", type=Path, required=True, help="gate policy YAML (see examples/gates.yaml)")
     gate.add_argument("--eval", type=Path, help="eval_results.json (default: the run's)")
-    gate.add_argument("--bench", type=Path, help="benchmark_results.json (default: the run's)")
-    gate.add_argument("-o", "--output", type=Path, help="receipt path (default: RUN/gate_receipt.json)")
+    add_flag(gate, "--bench-results", type=Path, help="benchmark_results.json (default: the run's)")
+    add_flag(gate, "-o", "--output", type=Path, help="receipt path (default: RUN/gate_receipt.json)")
     gate.set_defaults(func=_gate)
 
     report = sub.add_parser("report", help="one self-contained HTML page of a run's curves and results",
                             description="Render loss/val-loss, tokens/s, learning rate, bench pass@1 over "
                             "training and corpus composition as inline SVG in one HTML file (no network).")
     report.add_argument("run", type=Path, help="run directory")
-    report.add_argument("-o", "--output", type=Path, help="HTML file (default: RUN/report.html)")
+    add_flag(report, "-o", "--output", type=Path, help="HTML file (default: RUN/report.html)")
     report.set_defaults(func=_report)
 
 
@@ -82,7 +86,8 @@ def _gate(args) -> int:
     from mens.files import check_output
 
     check_run(args.run)
-    overrides = {k: check_input_file(v, f"--{k}") for k, v in (("eval", args.eval), ("bench", args.bench)) if v}
+    overrides = {k: check_input_file(v, flag) for k, v, flag in (("eval", args.eval, "--eval"),
+                                                                  ("bench", args.bench_results, "--bench-results")) if v}
     check_output(args.output or args.run / "gate_receipt.json", "-o")
     if args.output:
         check_run_output(args.output, args.run, "gate_receipt.json", args.policy, *overrides.values())
@@ -136,12 +141,12 @@ def _decontaminate(args) -> int:
     from mens.evaluate.contamination import find_contamination
     from mens.files import check_not_input, check_output, write_json_atomic
 
-    for path in args.data:
-        check_input_file(path, "--data")
+    for path in args.train_data:
+        check_input_file(path, "--train-data")
     if args.output:
-        check_not_input(args.output, *args.data, args.bench)
+        check_not_input(args.output, *args.train_data, args.bench)
         check_output(args.output, "-o")
-    report = find_contamination(args.bench, args.data)
+    report = find_contamination(args.bench, args.train_data)
     if args.output:
         write_json_atomic(args.output, report)
     for hit in report["hits"]:

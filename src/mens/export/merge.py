@@ -1,4 +1,4 @@
-"""`mens merge RUN --out DIR`: fold a run's adapter into its base and write a complete HF model dir.
+"""`mens merge RUN --output-dir DIR`: fold a run's adapter into its base and write a complete HF model dir.
 
 The adapter is folded into the ORIGINAL full-precision base weights, also for QLoRA runs: the
 NF4 copy the adapter was trained against is only a training-time stand-in, and dequantising it
@@ -184,12 +184,12 @@ def check_merge_args(run: Path, out: Path, max_shard_size: str) -> None:
                             "copy the whole run dir of mens train, or re-run mens train")
         check_files(adapter_base(run))
     if out.is_file():
-        raise MensError("--out is a file, not a folder", str(out), "give a new folder for the merged model")
+        raise MensError("--output-dir is a file, not a folder", str(out), "give a new folder for the merged model")
     if out.is_dir() and any(out.iterdir()):
-        raise MensError("output directory exists and is not empty", str(out), "choose a new --out or remove it")
+        raise MensError("output directory exists and is not empty", str(out), "choose a new --output-dir or remove it")
     if out.resolve() == run.resolve():
-        raise MensError("--out is the run directory", str(out), "give a new folder for the merged model")
-    check_writable_dir(out.parent, "--out")
+        raise MensError("--output-dir is the run directory", str(out), "give a new folder for the merged model")
+    check_writable_dir(out.parent, "--output-dir")
     if not re.fullmatch(r"\d+\s*([KMGT]i?B)?", str(max_shard_size).strip(), re.I) or \
             not re.match(r"\s*[1-9]", str(max_shard_size)):
         raise MensError(f"bad --max-shard-size {max_shard_size!r}", "--max-shard-size",

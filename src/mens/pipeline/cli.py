@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mens.flags import add_flag
+
 
 def register(sub) -> None:
     from mens.pipeline.stages import STAGES
@@ -15,11 +17,11 @@ def register(sub) -> None:
                        "inputs, config and "
                        "language-pack fingerprints are unchanged since its last run is skipped; the state is "
                        "in WORK_DIR/pipeline_state.json.")
-    p.add_argument("--config", type=Path, default=Path("pipeline.yaml"),
-                   help="pipeline YAML (default ./pipeline.yaml; see examples/pipeline.yaml)")
+    add_flag(p, "--config", type=Path, default=Path("pipeline.yaml"),
+             help="pipeline YAML (default ./pipeline.yaml; see examples/pipeline.yaml)")
     p.add_argument("--stages", help="comma-separated subset of stages to run, e.g. bench,gate,card")
     p.add_argument("--dry-run", action="store_true", help="show what would run and why, run nothing")
-    p.add_argument("--model", help="fine-tune this model (path or hub id) instead of training a scratch base")
+    add_flag(p, "--model", help="fine-tune this model (path or hub id) instead of training a scratch base")
     p.set_defaults(func=_pipeline)
 
 

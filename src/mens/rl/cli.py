@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.flags import add_flag
 
 
 def register(sub) -> None:
@@ -15,38 +16,43 @@ def register(sub) -> None:
                        "the reference. Writes the run directory `mens train` writes (adapter or full weights, "
                        "manifest, telemetry with reward margins, checkpoints, card); rerunning resumes. docs/rl.md.")
     _common(p)
-    p.add_argument("--data-dir", required=True, type=Path, help="folder holding prefs.jsonl (or the file itself)")
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--learning-rate", type=float, default=5e-4)
+    add_flag(p, "--data-dir", required=True, type=Path, help="folder holding prefs.jsonl (or the file itself)")
+    add_flag(p, "--max-steps", type=int, default=40, metavar="N", help="optimizer steps (default 40)")
+    add_flag(p, "--lr", type=float, default=5e-4, metavar="X", help="learning rate (default 5e-4)")
     p.add_argument("--beta", type=float, default=0.1, help="DPO temperature β (default 0.1)")
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--max-length", type=int, default=512, help="prompt + answer tokens kept")
-    p.add_argument("--lora-r", type=int, default=8)
-    p.add_argument("--save-steps", type=int, default=20)
+    add_flag(p, "--micro-batch", type=int, default=4, metavar="N", help="preference pairs per step (default 4)")
+    add_flag(p, "--seq-len", type=int, default=512, metavar="N", help="prompt + answer tokens kept (default 512)")
+    add_flag(p, "--lora-r", type=int, default=8, metavar="N", help="LoRA rank; alpha is twice it (default 8)")
+    add_flag(p, "--save-interval", type=int, default=20, metavar="N",
+             help="optimizer steps between checkpoints (default 20)")
     p.set_defaults(func=cmd_dpo)
 
     p = sub.add_parser("rl", help="GRPO with rewards from the language pack (parses, not_stub, expects, tests)",
                        description="GRPO with TRL's GRPOTrainer: group sampling, group-relative advantages, "
                        "clipping, KL to the start model; rewards weighted in --config and logged one by one. "
-                       "Writes the run directory `mens train` writes; rerunning resumes. docs/rl.md.")
+                       "Writes the run directory `mens train` writes; rerunning resumes. Flags win over "
+                       "--config; unset, RlOptions' defaults hold. docs/rl.md.")
     _common(p)
-    p.add_argument("--prompts", required=True, type=Path,
-                   help="JSONL of {prompt, lang?, expect_contains?, tests?} (task files or pair files)")
-    p.add_argument("--config", type=Path, help="rl.yaml: RlOptions fields, `rewards: {parses: 1.0, …}` (docs/rl.md)")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--learning-rate", type=float)
-    p.add_argument("--num-generations", type=int, help="samples per prompt (the group)")
-    p.add_argument("--max-completion-length", type=int)
+    add_flag(p, "--prompts", required=True, type=Path,
+             help="JSONL of {prompt, lang?, expect_contains?, tests?} (task files or pair files)")
+    add_flag(p, "--config", type=Path, help="rl.yaml: RlOptions fields, `rewards: {parses: 1.0, …}` (docs/rl.md)")
+    add_flag(p, "--max-steps", type=int, metavar="N", help="optimizer steps (default 50)")
+    add_flag(p, "--lr", type=float, metavar="X", help="learning rate (default 5e-5)")
+    add_flag(p, "-n", "--samples", type=int, help="samples per prompt: the group GRPO compares (default 4)")
+    add_flag(p, "--max-new-tokens", type=int, metavar="N",
+             help="tokens per sample; the prompt and they must fit the model's positions (default 256)")
+    add_flag(p, "--save-interval", type=int, metavar="N", help="optimizer steps between checkpoints (default 25)")
     p.set_defaults(func=cmd_rl, seed=None, device=None)  # unset: rl.yaml's (RlOptions' defaults: 0, cpu)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="the start: a run dir (`mens train`) or a model dir")
-    p.add_argument("--output-dir", "-o", required=True, type=Path, help="the run directory to write")
-    p.add_argument("--bench", type=Path, help="held-out bench: refuse prompts that overlap its tasks")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--force-restart", action="store_true", help="start over instead of resuming")
+    add_flag(p, "--model", required=True, help="the start: a run dir (`mens train`) or a model dir")
+    add_flag(p, "--output-dir", "-o", required=True, type=Path, help="the run directory to write")
+    add_flag(p, "--bench", type=Path, help="held-out bench: refuse prompts that overlap its tasks")
+    add_flag(p, "--seed", type=int, default=0)
+    add_flag(p, "--device", default="cpu", choices=("auto", "cpu", "cuda"),
+             help="auto: cuda where there is a GPU (TRL trains on cpu or cuda; default cpu)")
+    add_flag(p, "--force-restart", action="store_true", help="start over instead of resuming")
 
 
 def _check_start(args, device: str) -> None:
@@ -64,9 +70,9 @@ def _check_start(args, device: str) -> None:
 def cmd_dpo(args) -> int:
     from mens.rl.dpo import FLAGS, DpoOptions, prefs_path, read_prefs
 
-    opts = DpoOptions(steps=args.steps, learning_rate=args.learning_rate, beta=args.beta, batch_size=args.batch_size,
-                      lora_r=args.lora_r, lora_alpha=2 * args.lora_r, max_length=args.max_length, seed=args.seed,
-                      save_steps=args.save_steps, device=args.device).check("flags", FLAGS)
+    opts = DpoOptions(steps=args.max_steps, learning_rate=args.lr, beta=args.beta, batch_size=args.micro_batch,
+                      lora_r=args.lora_r, lora_alpha=2 * args.lora_r, max_length=args.seq_len, seed=args.seed,
+                      save_steps=args.save_interval, device=args.device).check("flags", FLAGS)
     _check_start(args, opts.device)
     path = prefs_path(args.data_dir)
     rows = read_prefs(path)
@@ -84,9 +90,9 @@ def cmd_dpo(args) -> int:
 def cmd_rl(args) -> int:
     from mens.rl.grpo import read_config, read_prompt_rows
 
-    opts = read_config(args.config, {"steps": args.steps, "learning_rate": args.learning_rate,
-                                     "num_generations": args.num_generations, "seed": args.seed,
-                                     "max_completion_length": args.max_completion_length, "device": args.device})
+    opts = read_config(args.config, {"steps": args.max_steps, "learning_rate": args.lr, "num_generations": args.samples,
+                                     "seed": args.seed, "max_completion_length": args.max_new_tokens,
+                                     "save_steps": args.save_interval, "device": args.device})
     from mens.evaluate.checks import check_input_file
 
     check_input_file(args.prompts, "--prompts")

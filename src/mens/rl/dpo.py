@@ -10,7 +10,7 @@ gap) and `rewards_accuracies` beside the loss.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,14 @@ class DpoOptions:
         c.whole("steps", "batch_size", "lora_r", "lora_alpha", "max_length", "save_steps")
         c.positive("learning_rate", "beta")
         c.seed()
-        c.choice("device", ("cpu", "cuda"))
+        c.choice("device", ("auto", "cpu", "cuda"))
         return self
 
 
 # The flags of `mens dpo` that set a DpoOptions field (lora_alpha is 2 × --lora-r).
-FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "beta": "--beta", "batch_size": "--batch-size",
-         "lora_r": "--lora-r", "lora_alpha": "--lora-r", "max_length": "--max-length", "seed": "--seed",
-         "save_steps": "--save-steps", "device": "--device"}
+FLAGS = {"steps": "--max-steps", "learning_rate": "--lr", "beta": "--beta", "batch_size": "--micro-batch",
+         "lora_r": "--lora-r", "lora_alpha": "--lora-r", "max_length": "--seq-len", "seed": "--seed",
+         "save_steps": "--save-interval", "device": "--device"}
 
 
 def prefs_path(data: str | Path) -> Path:
@@ -93,11 +93,15 @@ def _kind(value: Any) -> str:
 def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions = DpoOptions(),
         force_restart: bool = False, callbacks: list | None = None):
     """Train; returns TRL's trainer (its `state.log_history` holds every logged figure)."""
-    from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
+    from mens.positions import check_length, source_positions
 
+    opts = replace(opts, device=rl_run.pick_device(opts.device))
     path = prefs_path(data)
     rows = read_prefs(path)
+    check_length(opts.max_length, source_positions(model), FLAGS["max_length"], model)
+    from datasets import Dataset  # after the checks: TRL takes seconds to import
+    from trl import DPOConfig, DPOTrainer
+
     run, resume = rl_run.open_run(output_dir, force_restart, start=model)
     try:
         start = rl_run.load_start(model, opts.device)
@@ -107,7 +111,7 @@ def dpo(model: str, data: str | Path, output_dir: str | Path, opts: DpoOptions =
                                                seed=opts.seed, save_steps=opts.save_steps, device=opts.device),
                          beta=opts.beta, max_length=opts.max_length, loss_type=["sigmoid"], disable_dropout=True)
         trainer = DPOTrainer(model=start.model, args=args, train_dataset=Dataset.from_list(rows),
-                             processing_class=start.tokenizer, peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha),
+                             processing_class=start.tokenizer, peft_config=rl_run.lora_config(start.model, opts.lora_r, opts.lora_alpha),
                              callbacks=[rl_run.telemetry_callback(run, "dpo"), *(callbacks or [])])
         rl_run.quiet(trainer)
         began = rl_run.clock()

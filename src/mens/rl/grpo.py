@@ -14,7 +14,7 @@ check runs on the file and any overlap is refused).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,7 +59,7 @@ class RlOptions:
         c.not_negative("beta", "epsilon")
         c.boolean("train_lm_head")
         c.seed()
-        c.choice("device", ("cpu", "cuda"))
+        c.choice("device", ("auto", "cpu", "cuda"))
         check_rewards(self.rewards, where)
         return self
 
@@ -79,8 +79,10 @@ def check_rewards(rewards: Any, where: str) -> None:
         raise MensError("every reward weight is 0", where, "give at least one reward a positive weight")
 
 
-FLAGS = {"steps": "--steps", "learning_rate": "--learning-rate", "num_generations": "--num-generations",
-         "max_completion_length": "--max-completion-length", "seed": "--seed", "device": "--device"}
+# The flags of `mens rl` that set an RlOptions field (mens.flags: TRL's spellings are accepted too).
+FLAGS = {"steps": "--max-steps", "learning_rate": "--lr", "num_generations": "--samples",
+         "max_completion_length": "--max-new-tokens", "save_steps": "--save-interval", "seed": "--seed",
+         "device": "--device"}
 
 
 def read_config(path: str | Path | None, overrides: dict[str, Any]) -> RlOptions:
@@ -141,15 +143,23 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
          extra_rewards: dict[str, tuple[Callable, float]] | None = None, callbacks: list | None = None):
     """Train; returns TRL's trainer. `extra_rewards`: name → (TRL-shaped callable, weight), for
     rewards beyond mens's own (the tests' toy task)."""
-    from datasets import Dataset
-    from trl import GRPOConfig
-
-    from mens.rl.sampler import grpo_trainer_class
-
+    opts = replace(opts, device=rl_run.pick_device(opts.device))
     rows = read_prompt_rows(prompts, bench)
     if len(rows) < opts.prompts_per_step:  # TRL would drop the short batch and train 0 steps
         raise MensError(f"{len(rows)} prompt(s), fewer than prompts_per_step ({opts.prompts_per_step}): no step "
                         "would train", str(prompts), "add prompts, or set prompts_per_step lower in the rl config")
+    from mens.positions import check_generation_fits, source_positions, source_tokenizer
+
+    # GRPO samples each prompt whole (TRL cuts none) and --max-new-tokens more: past the positions that
+    # is an IndexError in the position embedding after the model has loaded (issue 36).
+    check_generation_fits(source_tokenizer(model), [r["prompt"][0]["content"] for r in rows],
+                          positions=source_positions(model), new_tokens=opts.max_completion_length,
+                          flag=FLAGS["max_completion_length"], where=str(model))
+    from datasets import Dataset  # after the checks: TRL takes seconds to import
+    from trl import GRPOConfig
+
+    from mens.rl.sampler import grpo_trainer_class
+
     limits = Limits(timeout_s=opts.sandbox_timeout_s, memory_mb=opts.sandbox_memory_mb)
     funcs = [batch_reward(n, limits) for n, w in opts.rewards.items() if w]
     weights = [float(w) for w in opts.rewards.values() if w]
@@ -172,7 +182,7 @@ def grpo(model: str, prompts: str | Path, output_dir: str | Path, opts: RlOption
         trainer = grpo_trainer_class()(model=start.model, reward_funcs=funcs, args=args,
                                        train_dataset=Dataset.from_list(rows),
                                        processing_class=start.tokenizer,
-                                       peft_config=rl_run.lora_config(opts.lora_r, opts.lora_alpha,
+                                       peft_config=rl_run.lora_config(start.model, opts.lora_r, opts.lora_alpha,
                                                                       train_lm_head=opts.train_lm_head),
                                        callbacks=[rl_run.telemetry_callback(run, "grpo"), *(callbacks or [])])
         rl_run.quiet(trainer)

@@ -63,7 +63,7 @@ def load_start(source: str, device: str = "cpu") -> Start:
     return Start(model.to(device), tokenizer, base, source, chat)
 
 
-def lora_config(r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = False):
+def lora_config(model, r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = False):
     """A LoRA on every linear layer but the output head ("all-linear"); with `train_lm_head` the
     output head `lm_head` trains in full beside it (PEFT's `modules_to_save`; saved in the
     adapter). TRL's GRPO computes log-probabilities from `lm_head.weight` itself, so a LoRA *on*
@@ -71,8 +71,11 @@ def lora_config(r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = 
     its token distribution directly (RlOptions.train_lm_head)."""
     from peft import LoraConfig
 
+    from mens.train.model import transposed_linears
+
     return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM",
-                      modules_to_save=["lm_head"] if train_lm_head else None)
+                      modules_to_save=["lm_head"] if train_lm_head else None,
+                      fan_in_fan_out=transposed_linears(model))
 
 
 def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | None = None) -> tuple[Path, str | None]:
@@ -168,7 +171,19 @@ def trainer_args(run: Path, *, steps: int, lr: float, batch_size: int, seed: int
                 gradient_accumulation_steps=1, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
                 save_steps=save_steps, save_strategy="steps", seed=seed, data_seed=seed, report_to=[],
                 use_cpu=device == "cpu", bf16=gpu_bf16(device), fp16=False, disable_tqdm=True, dataloader_num_workers=0,
-                save_only_model=False, remove_unused_columns=False, gradient_checkpointing=False)
+                save_only_model=False, remove_unused_columns=False, **{checkpointing_field(): False})
+
+
+def checkpointing_field() -> str:
+    """TrainingArguments' name for activation checkpointing: `activation_checkpointing` since
+    transformers renamed it (its old name `gradient_checkpointing` then warns, and TRL's configs
+    default it to True, so it must be set), `gradient_checkpointing` before (the GPU image's 5.17)."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
 def train(trainer, resume: str | None, steps: int) -> bool:
@@ -219,6 +234,15 @@ def saved(run: Path) -> bool:
         return json.loads((run / MANIFEST).read_text()).get("status") == "completed"
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def pick_device(device: str) -> str:
+    """`auto` (as `mens train --device auto`): cuda where torch sees a GPU, else cpu; cpu and cuda as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def gpu_bf16(device: str) -> bool:

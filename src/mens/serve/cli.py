@@ -36,6 +36,8 @@ def serve_limits(args: argparse.Namespace) -> ServeLimits:
 
 
 def register(sub) -> None:
+    from mens.flags import add_flag, dtype_value
+
     s = sub.add_parser("serve", help="serve a model or run over an OpenAI-compatible HTTP API",
                        description="Serve MODEL_OR_RUN (a run dir, a merged/HF model dir or a hub id) over "
                        "/v1/chat/completions, /v1/completions and /v1/models, batching concurrent requests.")
@@ -53,15 +55,16 @@ def register(sub) -> None:
                    help="largest request body; larger ones get 413 (2097152 = 2 MiB)")
     s.add_argument("--max-prompt-tokens", default=None,
                    help="longest prompt in tokens; longer ones get 400 (default: the context window)")
-    s.add_argument("--grammar", metavar="LANG",
-                   help="constrain generated code (vox, or another language pack) to parse as far as it goes")
+    add_flag(s, "--grammar",
+             help="constrain generated code (vox, or another language pack) to parse as far as it goes")
     s.add_argument("--engine", choices=["hf", "vllm", "llamacpp"], default="hf",
                    help="hf: the built-in batching engine; vllm: launch vLLM's OpenAI server; llamacpp: "
                    "llama.cpp on the CPU (MODEL_OR_RUN may be a .gguf; a run or model dir is exported first)")
     s.add_argument("--quant", choices=["f16", "q8_0", "q4_k_m"],
                    help="--engine llamacpp: the GGUF to export a run or model dir to (f16)")
-    s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
-    s.add_argument("--dtype", choices=["bf16", "f16", "f32"], help="default: f32 on CPU, bf16 on CUDA")
+    add_flag(s, "--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
+    add_flag(s, "--dtype", type=dtype_value, metavar="{bf16,fp16,fp32}",
+             help="default: fp32 on CPU, bf16 on CUDA (f16 and f32 read as fp16 and fp32)")
     s.set_defaults(func=_serve)
 
 
@@ -125,6 +128,10 @@ def _serve(args: argparse.Namespace) -> int:
                             "add --engine llamacpp, or leave --quant out")
         check_device(args.device)               # everything that can be checked before the model loads
         check_sources(args.model, adapters)
+        if limits.max_prompt_tokens is not None:  # a request's prompt + max_tokens: app.py, before it is queued
+            from mens.positions import check_length, source_positions
+
+            check_length(limits.max_prompt_tokens, source_positions(args.model), "--max-prompt-tokens", args.model)
         if args.grammar:
             from mens.serve.grammar import Constraint
 

@@ -18,7 +18,7 @@ from mens.inference import adapter_base, is_adapter_run
 from mens.progress import say
 
 _VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
-_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "f16": "float16", "f32": "float32"}
 
 
 def vllm_command(model: str, adapters: dict[str, str], *, host: str = "127.0.0.1", port: int = 8000,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mens.errors import MensError
 from mens.chat_template import fit_embeddings, set_chat_template
 from mens.hf import NF4, BaseModelInfo, is_adapter_run, load_causal_lm, load_tokenizer, max_positions, resolve_base
+from mens.positions import check_generation_fits, check_length
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
 
 if TYPE_CHECKING:
@@ -98,10 +99,23 @@ def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int]]:
     if base.path:
         preflight.check_model_files(base.path)
     hf_config = AutoConfig.from_pretrained(base.source)
-    preflight.check_seq_len(cfg.seq_len, max_positions(hf_config), cfg.model)
+    check_length(cfg.seq_len, max_positions(hf_config), "--seq-len", cfg.model)
     tokenizer = load_tokenizer(base.source)
     preflight.check_vocab(tokenizer, hf_config, cfg.model)
-    return base, tokenizer, chat_format(cfg, tokenizer)
+    added = chat_format(cfg, tokenizer)
+    check_bench_fits(cfg, tokenizer, max_positions(hf_config), cfg.model)
+    return base, tokenizer, added
+
+
+def check_bench_fits(cfg: "TrainConfig", tokenizer, positions: int | None, where: str) -> None:
+    """The mid-run bench's prompts (in the run's chat format) plus --bench-max-new-tokens fit the
+    model's positions, before any weight loads or step trains."""
+    if cfg.bench:
+        from mens.evaluate.tasks import load_tasks
+
+        prompts = [task.full_prompt(folder) for task, folder in load_tasks(cfg.bench, cfg.bench_limit)]
+        check_generation_fits(tokenizer, prompts, positions=positions, new_tokens=cfg.bench_max_new_tokens,
+                              flag="--bench-max-new-tokens", where=where, system=cfg.system_prompt)
 
 
 def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
@@ -155,6 +169,7 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
     from peft import LoraConfig, get_peft_model
 
     from mens.train.family import adapted, adapter_targets, say_adapted
+    from mens.train.model import transposed_linears
 
     for p in model.parameters():
         p.requires_grad_(False)
@@ -170,7 +185,8 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
         raise _expert_dropout_error(cfg.lora_dropout)
     lcfg = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=modules, target_parameters=experts or None, use_dora=cfg.dora, bias="none",
-                      task_type="CAUSAL_LM", trainable_token_indices=rows)
+                      task_type="CAUSAL_LM", trainable_token_indices=rows,
+                      fan_in_fan_out=transposed_linears(model))
     try:
         with warnings.catch_warnings():
             # PEFT asks transformers for a deprecated attribute; the warning is theirs, not the user's.
@@ -273,7 +289,6 @@ def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     import torch
 
-    from mens.train import preflight
     from mens.train.model import name_the_loss
     from mens.train.scratch import build_model_and_tokenizer, train_bpe_tokenizer, training_texts
 
@@ -287,7 +302,7 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     model.to(device=device, dtype=dtype)
     model.config.use_cache = False
     name_the_loss(model)
-    preflight.check_seq_len(cfg.seq_len, max_positions(model.config), "--scratch-positions")
+    check_bench_fits(cfg, tokenizer, max_positions(model.config), "--scratch-positions")  # (--seq-len: config.py)
     return Built(model, tokenizer, dtype, save_scratch,
                  tokenizer_source=f"byte-level BPE, {cfg.scratch_vocab} ids, learned from the training data"
                  if cfg.scratch_vocab else "mens.train.vox_tokenizer", scratch_shape=shape.to_dict(),

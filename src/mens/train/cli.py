@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from mens.errors import MensError
+from mens.flags import add_flag
 from mens.progress import say
 
 def register(sub) -> None:
@@ -25,13 +26,13 @@ def register(sub) -> None:
                        "data-parallel (--distributed). See docs/training.md.")
     add_config_flags(p)
     g = p.add_argument_group("run")
-    g.add_argument("--config", help="YAML file of TrainConfig fields (keys = the flags' names)")
+    add_flag(g, "--config", help="YAML file of TrainConfig fields (keys = the flags' names)")
     g.add_argument("--force-restart", action="store_true", help="start over instead of resuming")
     g.add_argument("--background", action="store_true", help="detach; log to RUN/logs/train-<time>.log")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("probe", help="report the device, memory, bf16 support and recommended preset")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
+    add_flag(p, "--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--model", metavar="PATH", help="a base model (directory or hub id): estimate the memory each "
                    "backend needs from its config, for --preset")
@@ -75,7 +76,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             metavar = meta.get("metavar") or (None if meta.get("choices") else {int: "N", float: "X"}.get(kind, "TEXT"))
             kw.update(type=kind, choices=meta.get("choices"), metavar=metavar)
         names = [flag, "-o"] if f.name == "output_dir" else [flag]
-        group.add_argument(*names, **kw)
+        add_flag(group, *names, **kw)  # with the TRL/HF spellings of its name (mens.flags)
 
 
 def resolve(args: argparse.Namespace):

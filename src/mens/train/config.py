@@ -44,10 +44,10 @@ _RUN, _ADAPT, _OPT, _SPEED, _DATA, _SCRATCH, _CADENCE, _PROV = (
 @dataclass
 class TrainConfig:
     # what to train, on what, into where
-    model: str | None = opt(None, "base model: a local HF model directory or a hub id", metavar="PATH", group=_RUN)
+    model: str | None = opt(None, "base model: a local HF model directory or a hub id", group=_RUN)
     data_dir: str | None = opt(None, "directory with train.jsonl (and optionally val.jsonl), or one .jsonl/.parquet "
-                               "file of training rows", metavar="PATH", group=_RUN)
-    output_dir: str | None = opt(None, "run directory (adapter, manifest, telemetry, checkpoints)", metavar="PATH", group=_RUN)
+                               "file of training rows", group=_RUN)
+    output_dir: str | None = opt(None, "run directory (adapter, manifest, telemetry, checkpoints)", group=_RUN)
     backend: str = opt("qlora", "default qlora", group=_RUN, choices=BACKENDS)
     preset: str | None = opt(None, "tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)", group=_RUN)
     device: str = opt("auto", group=_RUN, choices=DEVICES)
@@ -264,7 +264,14 @@ class TrainConfig:
         if self.scratch_dropout is not None and not 0 <= self.scratch_dropout < 1:
             raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
         if self.backend == "scratch":  # the shape (a known preset, heads that divide the width), before any data loads
-            self.scratch_model_shape()
+            from mens.positions import check_length
+
+            positions = self.scratch_model_shape().n_positions
+            check_length(self.seq_len, positions, "--seq-len", f"the scratch model's --scratch-positions {positions}")
+            if self.bench and self.bench_max_new_tokens >= positions:
+                raise bad(f"--bench-max-new-tokens {self.bench_max_new_tokens} leaves no room for a prompt in the "
+                          f"scratch model's {positions} positions", f"pass --bench-max-new-tokens {positions // 2} "
+                          "or less, or raise --scratch-positions")
         from mens.train.levers import unknown as unknown_levers
 
         if wrong := unknown_levers(self.speed_levers):

@@ -17,6 +17,15 @@ def name_the_loss(model) -> None:
         model.loss_type = "ForCausalLM"
 
 
+def transposed_linears(model) -> bool:
+    """Whether the model's linear layers are transformers' `Conv1D` (GPT-2 and its kin), whose
+    weight is stored (in, out): a LoRA over them says `fan_in_fan_out=True`, else PEFT warns and
+    sets it itself."""
+    from transformers.pytorch_utils import Conv1D
+
+    return any(isinstance(m, Conv1D) for m in model.modules())
+
+
 def unwrap(model):
     """The transformers model inside a PEFT wrapper (LoRA layers injected in place)."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model

@@ -144,12 +144,6 @@ def check_vocab(tokenizer, config, where: str) -> None:
                         "use the tokenizer that belongs to this model")
 
 
-def check_seq_len(seq_len: int, positions: int | None, where: str) -> None:
-    if positions is not None and seq_len > positions:
-        raise MensError(f"seq_len {seq_len} is beyond the model's {positions} positions", where,
-                        f"pass --seq-len {positions} or less")
-
-
 def check_preset(preset_name: str | None, device: str, memory_gb: float) -> None:
     from mens.train.presets import PRESETS, fits
 

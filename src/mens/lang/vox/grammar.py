@@ -45,7 +45,7 @@ _ID, _NAME, _STR, _INT, _BOOL, _LIST = {"ID"}, {"ID", "TY"}, {"STR"}, {"INT"}, {
 # of single tokens. A typed key may carry its own separator rule: (kinds, separator required).
 FN_DECO_TYPED_KEYS = {
     ("@ai", "model"): _STR, ("@ai", "max_iterations"): _INT, ("@ai", "task_category"): _NAME,
-    ("@ai", "tier_max"): _NAME,
+    ("@ai", "tier_max"): _NAME, ("@ai", "strengths"): _LIST,
     ("@prompt", "redact"): _LIST, ("@prompt", "schema"): _NAME, ("@prompt", "stage"): _NAME,
     ("@subagent", "budget_usd"): _INT | {"FLOAT"}, ("@subagent", "complexity"): _INT,
     ("@subagent", "description"): _STR, ("@subagent", "max_depth"): _INT,

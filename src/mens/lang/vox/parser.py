@@ -354,6 +354,8 @@ class Parser(DecoratorParser, DeclParser, ConfigParser, UIParser, StmtParser, Ex
 
     def async_fn(self):
         self.i += 1
+        if self.k[self.i] == "@reactive":  # the reference takes modifiers after `async`, not @reactive
+            self.fail("'fn' after 'async'")
         return self.fn_decl("function", [], is_async=True)
 
 
