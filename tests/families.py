@@ -34,6 +34,11 @@ class Family:
     moe: bool = False          # has routed experts (LoRA/QLoRA on the experts is checked)
     window: bool = False       # some layers attend within a sliding window
     recurrent: bool = False    # some layers carry a recurrent state (Gated DeltaNet)
+    mask_ignores_positions: bool = False  # builds its attention mask without position ids (packing leaks)
+
+    @property
+    def packs_exactly(self) -> bool:
+        return not (self.recurrent or self.mask_ignores_positions)
 
 
 # Values shared by most families; a row overrides what its config class names differently.
@@ -73,11 +78,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                                       rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
                                                        "beta_slow": 1.0, "truncate": False, "rope_theta": 150000.0,
                                                        "original_max_position_embeddings": 16}),
-           moe=True, window=True),
-    Family("deepseek-v3", "deepseek_v3", dict(
+           moe=True, window=True, mask_ignores_positions=True),
+    Family("deepseek-v3", "deepseek_v3", dict(  # values narrower than keys, as in DeepSeek-V3
         num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
         topk_group=1, n_shared_experts=1, moe_intermediate_size=32, first_k_dense_replace=1, q_lora_rank=32,
-        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8), moe=True),  # values narrower than keys, as in DeepSeek-V3
+        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8), moe=True),
     Family("glm4", "glm4", dict(head_dim=16)),
 ]}
 

@@ -128,7 +128,7 @@ def test_training_pass_equals_plain_transformers(name):
     assert got["grad_gap"] <= 1e-3, f"{name}: the adapters' gradients are off by {got['grad_gap']:.3g} (relative)"
     assert not got["no_gradient"], f"{name}: adapters without a gradient: {got['no_gradient'][:4]}"
     family = FAMILIES[name]
-    assert (got["packing"] is not None) == (family.recurrent or name == "gpt-oss")
+    assert (got["packing"] is None) == family.packs_exactly, got["packing"]
     assert got["packed_rows"] == (got["packing"] is None)  # the rows the gap was measured on were packed
     if family.window:  # the windowed layers kept the mask, and the gap says that was exact
         assert "sliding-window" in got["off"].get("segment_attention", "") or "segment_attention" in got["off"]
@@ -200,8 +200,7 @@ def test_mens_train_qlora_lora_full(name, family_data, tmp_path, caplog):
         assert "leaves its fused experts" in caplog.text
     else:
         assert lora["hyperparameters"]["lora_dropout"] == 0.05 and qlora["quantization"] == "bnb-nf4-double-quant"
-    if FAMILIES[name].recurrent or name == "gpt-oss":
-        assert "packing" in lora["speed"]["off"]
+    assert ("packing" not in lora["speed"]["off"]) == FAMILIES[name].packs_exactly
     if name == "qwen3.5":  # its 4-bit error is large: the maintainers' advice, said on qlora
         assert "advise bf16 LoRA over QLoRA" in caplog.text
 
