@@ -21,16 +21,18 @@ CHAT = [{"role": "user", "content": "Explain how match works in Vox."}]
 PROMPTS = ["fn", "type Shape = | Circle(r: int) | Rect(w: int, h: int)\ncomponent Counter(start: int) {"]
 
 
-def _greedy(model, tok, text: str, max_tokens: int) -> str:
-    """transformers' greedy `generate` of `text` alone, `max_tokens` tokens (the model's stop ids off)."""
+def _greedy(model, tok, text: str, max_tokens: int, *shorter: int) -> str | list[str]:
+    """transformers' greedy `generate` of `text` alone, `max_tokens` tokens (the model's stop ids
+    off); with `shorter` lengths, also the answer cut to each of them (greedy: a prefix)."""
     import torch
 
     ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
     model.generation_config.eos_token_id = None
     with torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
-                             do_sample=False, pad_token_id=tok.pad_token_id)
-    return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+                             do_sample=False, pad_token_id=tok.pad_token_id)[0, ids.shape[1]:]
+    texts = [tok.decode(out[:n], skip_special_tokens=True) for n in (max_tokens, *shorter)]
+    return texts if shorter else texts[0]
 
 
 def _serve(model_dir, name: str) -> LiveServer:
@@ -44,7 +46,7 @@ def _serve(model_dir, name: str) -> LiveServer:
 
 
 def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]) -> list[str]:
-    """Start `long_ids` (24 tokens), and while it decodes queue `prompt_ids` (8 tokens each): they
+    """Start `long_ids` (16 tokens), and while it decodes queue `prompt_ids` (6 tokens each): they
     are prefilled together, left-padded, joined to the running row, and leave before it ends.
     The engine thread is held inside the first token it streams until they are queued, so the
     join happens on any machine. → each answer's text, the long one first."""
@@ -62,9 +64,9 @@ def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]
             done.append(key)
             texts[key] = texts.get(key, "") + ("" if ev[0] == "done" else f"<{ev}>")
 
-    engine.submit(Request(long_ids, Sampling(max_tokens=24, temperature=0), lambda ev: sink(0, ev)))
+    engine.submit(Request(long_ids, Sampling(max_tokens=16, temperature=0), lambda ev: sink(0, ev)))
     assert held.wait(60)
-    engine.submit_all([Request(ids, Sampling(max_tokens=8, temperature=0), lambda ev, k=k: sink(k, ev))
+    engine.submit_all([Request(ids, Sampling(max_tokens=6, temperature=0), lambda ev, k=k: sink(k, ev))
                        for k, ids in enumerate(prompt_ids, 1)])
     gate.set()
     deadline = time.time() + 120
@@ -91,9 +93,9 @@ def test_served_answers_equal_generate(family):
         client, answers = server.client(), {}
         assert client.models.retrieve(family).model_extra["batching"] == "continuous"
         chat = threading.Thread(target=lambda: answers.update(chat=client.chat.completions.create(
-            model=family, messages=CHAT, max_tokens=12, temperature=0)))
+            model=family, messages=CHAT, max_tokens=8, temperature=0)))
         chat.start()
-        stream = client.chat.completions.create(model=family, messages=LONG, max_tokens=12, temperature=0,
+        stream = client.chat.completions.create(model=family, messages=LONG, max_tokens=8, temperature=0,
                                                 stream=True)
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         chat.join(60)
@@ -101,9 +103,10 @@ def test_served_answers_equal_generate(family):
         server.close()
     assert len(long_ids) > WINDOW and stats["max_batch_size"] == 3 and stats["prefills"] == 2
     model = engine.model
-    assert joined == [_greedy(model, tok, template(LONG), 24), *(_greedy(model, tok, p, 8) for p in PROMPTS)]
-    assert streamed == _greedy(model, tok, template(LONG), 12)
-    assert answers["chat"].choices[0].message.content == _greedy(model, tok, template(CHAT), 12)
+    long_answer, long_start = _greedy(model, tok, template(LONG), 16, 8)
+    assert joined == [long_answer, *(_greedy(model, tok, p, 6) for p in PROMPTS)]
+    assert streamed == long_start
+    assert answers["chat"].choices[0].message.content == _greedy(model, tok, template(CHAT), 8)
 
 
 # ---------------------------------------------------------------- the family table in docs/serving.md
