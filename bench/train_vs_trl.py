@@ -3,6 +3,7 @@
     .venv/bin/python bench/train_vs_trl.py --layers 4 --pairs 128            # quick cut
     .venv/bin/python bench/train_vs_trl.py --pairs 32                        # Qwen2.5-0.5B shape
     .venv/bin/python bench/train_vs_trl.py --device cuda --seq 2048 --runs trl,trl-liger,mens
+    .venv/bin/python bench/train_vs_trl.py --model DIR --pairs 32 --runs trl,mens-nopack  # same steps?
 
 Every run trains the same random-weight Qwen2-shaped model (config from
 `../shared/assets/model-configs/qwen2.5-0.5b.json`, optionally cut to `--layers`, real Qwen2
@@ -24,7 +25,11 @@ completion only. Runs:
 Each run is its own subprocess, so peak memory is per run: max RSS from `os.wait4`'s rusage of
 that child (and `torch.cuda.max_memory_reserved` on CUDA). Pairs are kept only when the whole
 chat-formatted conversation fits in `--seq`, so every run supervises exactly the same tokens
-and tokens/s compare like for like. Prints a table and writes `--json`.
+and tokens/s compare like for like. TRL visits the pairs in mens's order (its sampler
+sequential over the rows in `mens.train.data.epoch_order`'s order), so `trl` and `mens-nopack`
+train on the same batches step for step: a final loss is one batch's loss, and with each side
+shuffling its own way they were different batches. Prints a table, the step losses, and writes
+`--json`.
 """
 
 from __future__ import annotations
@@ -133,12 +138,13 @@ def prepare(args) -> dict:
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model_dir = build_model(work / f"qwen2.5-0.5b-{args.layers or 24}l-seed{args.seed}", args.layers, args.seed)
+    model_dir = Path(args.model) if args.model else build_model(
+        work / f"qwen2.5-0.5b-{args.layers or 24}l-seed{args.seed}", args.layers, args.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
     pairs = stdlib_pairs(tok, args.seq, args.pairs, args.seed)
     if len(pairs) < args.pairs:
         sys.exit(f"only {len(pairs)} stdlib functions fit in --seq {args.seq}; lower --pairs")
-    data_dir = work / f"data-{args.pairs}-seq{args.seq}-seed{args.seed}"
+    data_dir = work / (f"data-{args.pairs}-seq{args.seq}-seed{args.seed}" + (f"-{model_dir.name}" if args.model else ""))
     data_dir.mkdir(exist_ok=True)
     with open(data_dir / "train.jsonl", "w", encoding="utf-8") as fh:
         for p in pairs:
@@ -146,7 +152,8 @@ def prepare(args) -> dict:
     return {"model_dir": str(model_dir), "data_dir": str(data_dir), "pairs": len(pairs),
             "supervised_tokens": sum(p["supervised_tokens"] for p in pairs),
             "tokens": sum(p["tokens"] for p in pairs), "seq": args.seq, "batch": args.batch,
-            "device": args.device, "seed": args.seed, "hyper": HYPER, "layers": args.layers or 24}
+            "device": args.device, "seed": args.seed, "hyper": HYPER,
+            "layers": json.loads((model_dir / "config.json").read_text()).get("num_hidden_layers")}
 
 
 # ---------------------------------------------------------------- workers (one per subprocess)
@@ -162,6 +169,7 @@ def worker_trl(spec: dict, variant: str, out: Path) -> dict:
     on_cpu = spec["device"] == "cpu"
     tok = AutoTokenizer.from_pretrained(spec["model_dir"])
     rows = [json.loads(line) for line in open(Path(spec["data_dir"]) / "train.jsonl", encoding="utf-8")]
+    rows = [rows[i] for i in mens_order(len(rows), spec["seed"])]  # mens's batches, see SAME_BATCHES
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}],
                              "completion": [{"role": "assistant", "content": r["response"]}]} for r in rows])
     bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
@@ -177,7 +185,8 @@ def worker_trl(spec: dict, variant: str, out: Path) -> dict:
         num_train_epochs=h["epochs"], learning_rate=h["lr"], lr_scheduler_type="cosine",
         warmup_steps=h["warmup_steps"], weight_decay=h["weight_decay"], max_grad_norm=h["max_grad_norm"],
         gradient_checkpointing=variant != "trl-nogc", use_liger_kernel=variant == "trl-liger",
-        logging_steps=1, save_strategy="no", report_to="none", seed=spec["seed"], disable_tqdm=True)
+        logging_steps=1, save_strategy="no", report_to="none", seed=spec["seed"], disable_tqdm=True,
+        train_sampling_strategy="sequential")
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tok, peft_config=lora)
     t0 = time.perf_counter()
     result = trainer.train()
@@ -185,7 +194,15 @@ def worker_trl(spec: dict, variant: str, out: Path) -> dict:
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     return {"epoch_s": epoch_s, "setup_s": t0 - t_start, "steps": trainer.state.global_step,
             "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-            "train_loss": result.training_loss, **_cuda_peak()}
+            "train_loss": result.training_loss, "step_losses": losses, **_cuda_peak()}
+
+
+def mens_order(n: int, seed: int) -> list[int]:
+    """The order `mens train` visits n pairs in its first epoch (mens.train.data.epoch_order)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from mens.train.data import epoch_order
+
+    return epoch_order(n, seed, 0)
 
 
 def _cuda_peak() -> dict:
@@ -215,8 +232,10 @@ def mens_command(spec: dict, out: Path) -> list[str]:
 def read_mens_result(out: Path) -> dict:
     manifest = json.loads((out / "mens-run" / "training_manifest.json").read_text())
     res = manifest.get("results", {})
+    events = [json.loads(line) for line in (out / "mens-run" / "telemetry.jsonl").read_text().splitlines()]
     return {"epoch_s": res.get("train_wall_s") or res.get("wall_time_s") or res.get("wall_s"),
             "steps": res.get("steps"), "final_loss": res.get("final_loss"),
+            "step_losses": [e["loss"] for e in events if e.get("event") == "step"],
             "reported_supervised_tokens": manifest.get("data", {}).get("supervised_tokens"),
             "allocator": manifest.get("device", {}).get("allocator"),
             # the manifest's CUDA peak is max_memory_allocated in GiB; the peers' figures are in GB
@@ -291,7 +310,7 @@ def table(rows: list[dict], spec: dict) -> str:
     mem_key = "cuda_allocated_gb" if spec["device"] == "cuda" else "peak_rss_gb"
     peers = [r for r in rows if not r["run"].startswith("mens") and r.get("rc") == 0]
     head = (f"{'run':<10} {'epoch s':>9} {'process s':>9} {'cpu s':>8} {'sup tok/s':>10} {'peak GB':>8} "
-            f"{'final loss':>10}")
+            f"{'final loss':>10} {'mean loss':>9}")
     for p in peers:
         head += f" {'vs ' + p['run']:>20}"
     lines = [head]
@@ -299,22 +318,29 @@ def table(rows: list[dict], spec: dict) -> str:
         if r.get("rc") != 0:
             lines.append(f"{r['run']:<10} FAILED rc={r['rc']} (see its log.txt)")
             continue
-        loss = r.get("final_loss")
+        loss, steps = r.get("final_loss"), r.get("step_losses") or []
+        mean = round(sum(steps) / len(steps), 3) if steps else None
         line = (f"{r['run']:<10} {r['epoch_s']:>9.1f} {r['process_s']:>9.1f} {r['cpu_s']:>8.1f} {r['tokens_per_s']:>10.1f} "
-                f"{r.get(mem_key, 0):>8.2f} {loss if loss is None else round(loss, 3)!s:>10}")
+                f"{r.get(mem_key, 0):>8.2f} {loss if loss is None else round(loss, 3)!s:>10} {mean!s:>9}")
         for p in peers:
             line += (f" {r['tokens_per_s'] / p['tokens_per_s']:>6.2f}x {p['cpu_s'] / r['cpu_s']:>5.2f}c"
                      f" {r.get(mem_key, 0) / p[mem_key]:>5.2f}m")
         lines.append(line)
     lines.append("(vs PEER: x = tokens/s ratio, c = CPU-seconds ratio (peer / this), m = peak-memory ratio; "
                  "peak = max RSS"
-                 + (", CUDA max allocated)" if spec["device"] == "cuda" else ")"))
+                 + (", CUDA max allocated)" if spec["device"] == "cuda" else ")")
+                 + "; mean loss = the mean of the step losses")
+    for r in rows:  # the trajectories, which is where like-for-like runs agree or part
+        if r.get("rc") == 0 and r.get("step_losses"):
+            lines.append(f"  {r['run']} step losses: {' '.join(f'{x:.3f}' for x in r['step_losses'])}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=None, help="cut the 24-layer shape to N layers (default: full)")
+    ap.add_argument("--model", default=None, help="train this model directory instead (a tiny one checks on a CPU, "
+                    "in minutes, that TRL and mens-nopack train the same steps)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=4)

@@ -19,10 +19,13 @@ from paths import EXAMPLES, REPO, SHARED_ASSETS  # noqa: E402,F401  (re-exported
 
 @pytest.fixture
 def run_cli(capsys):
-    """Run `mens ARGS…` in-process; returns (exit code, stdout, stderr)."""
+    """Run `mens ARGS…` in-process; returns (exit code, stdout, stderr) of that command alone."""
     from mens.cli import main
 
     def _run(*args: str):
+        # What the test printed before (a fixture's model load shows transformers' progress bar
+        # until some mens command in this process has turned it off) is not the command's.
+        capsys.readouterr()
         code = main([str(a) for a in args])
         out = capsys.readouterr()
         return code, out.out, out.err
@@ -124,3 +127,27 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if _LIVE_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# MENS_TEST_FAILURE_LOG=PATH: each failure's id and traceback is appended to PATH the moment it is
+# reported, so a run cut by a time budget (scripts/gpu_check tests) still says why its tests
+# failed; pytest prints tracebacks only at the end. Under xdist the workers' reports reach the
+# controller's hook too: only the controller (or a run without workers) writes.
+_FAILURE_LOG = os.environ.get("MENS_TEST_FAILURE_LOG")
+_IS_XDIST_WORKER = False
+
+
+def pytest_configure(config):
+    global _IS_XDIST_WORKER
+    _IS_XDIST_WORKER = hasattr(config, "workerinput")
+
+
+def pytest_runtest_logreport(report):
+    if not _FAILURE_LOG or _IS_XDIST_WORKER or not report.failed:
+        return
+    where = "" if report.when == "call" else f" (at {report.when})"
+    stderr = report.capstderr.strip()[-2000:]  # a subprocess's warnings, a library's notice
+    with open(_FAILURE_LOG, "a", encoding="utf-8") as log:
+        log.write(f"=== FAILED {report.nodeid}{where} after {report.duration:.1f} s\n"
+                  f"{report.longreprtext.rstrip()}\n"
+                  + (f"--- captured stderr (its end)\n{stderr}\n" if stderr else "") + "\n")

@@ -12,6 +12,22 @@ def test_help_lists_commands_without_importing_torch():
     assert probe.stdout.strip() == "[]"
 
 
+def test_no_module_warns_when_it_is_compiled():
+    """A fresh install compiles each module on its first import, and Python 3.12+ prints a
+    SyntaxWarning for an invalid escape such as "\\w" in a plain string — on stderr, before a
+    command's one-line error (3.11 raises only a silent DeprecationWarning, so the test turns
+    every warning into an error)."""
+    import warnings
+    from pathlib import Path
+
+    import mens
+
+    for path in sorted(Path(mens.__file__).parent.rglob("*.py")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(path.read_text(encoding="utf-8"), str(path), "exec")
+
+
 def test_unknown_command_exits_2():
     out = subprocess.run([sys.executable, "-m", "mens", "nope"], capture_output=True, text=True)
     assert out.returncode == 2

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from paths import EXAMPLES
 
 
 def _logits(model, tok, text="fn add(a: int, b: int) to int {"):
@@ -97,7 +98,7 @@ def test_a_whole_model_is_re_saved_and_reported_without_an_adapter(tiny_model_di
     assert "no adapter to fold" in card and "adapter vs" not in card
 
 
-def test_an_adapter_run_without_its_weights_is_refused_before_loading(make_adapter_run, tmp_path, run_cli, capsys):
+def test_an_adapter_run_without_its_weights_is_refused_before_loading(make_adapter_run, tmp_path, run_cli):
     """adapter_config.json alone (the weights deleted or never copied): one line naming the
     missing file, before the base is loaded (it said "not a model path or hub id: Repo id must be
     in the form 'repo_name' …" about the run dir, after loading the base)."""
@@ -108,7 +109,6 @@ def test_an_adapter_run_without_its_weights_is_refused_before_loading(make_adapt
     run = tmp_path / "run"
     shutil.copytree(make_adapter_run("merge-no-weights"), run)
     (run / "adapter_model.safetensors").unlink()
-    capsys.readouterr()  # the fixture's own loading bars
     err = assert_one_line_error(run_cli, ["merge", run, "--out", tmp_path / "merged"], 2,
                                 "adapter_model.safetensors", [tmp_path])
     assert "no adapter weights" in err
@@ -168,3 +168,21 @@ def test_the_merged_card_header_is_the_hub_metadata_push_writes(make_adapter_run
         assert meta["license"] == pushed["license"] == licence.lower()
         assert meta["base_model"] == "Qwen/Qwen2.5-0.5B" and meta["library_name"] == "transformers"
         assert meta["tags"] == ["mens", "merged"]
+
+
+def test_the_saved_folder_carries_sha256sums_that_every_load_checks(tiny_model_dir, tmp_path, run_cli):
+    """mens merge writes SHA256SUMS (sha256sum's format); a file changed afterwards (a git-lfs
+    pointer, a truncated copy) is a one-line error naming it before any weight loads."""
+    import hashlib
+
+    out = tmp_path / "saved"
+    assert run_cli("merge", tiny_model_dir, "--out", out, "--dtype", "f32")[0] == 0
+    sums = dict(reversed(line.split("  ")) for line in (out / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) == {p.name for p in out.iterdir()} - {"SHA256SUMS"}
+    assert sums["model.safetensors"] == hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+    (out / "tokenizer.json").write_text((out / "tokenizer.json").read_text().replace('"', "'", 1))
+    code, _, err = run_cli("bench", "--model", out, "--bench", EXAMPLES / "bench", "--limit", "1")
+    assert code == 2 and err.strip() == (
+        f"mens: error: sha256 does not match SHA256SUMS (the file changed or is incomplete) ({out / 'tokenizer.json'})"
+        " — restore it (git checkout / git lfs pull / copy it again) or remove the folder's SHA256SUMS if you changed "
+        "it on purpose")

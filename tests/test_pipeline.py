@@ -91,7 +91,11 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert res["grammar"]["lang"] == "vox" and Path(res["base"]["model"]).name == "base"
     assert res["vs_base"]["pass_at_1_drop"] == res["base"]["pass_at_1"] - res["pass_at_1"]
     assert res["vs_base"]["tasks_compared"] == res["n_tasks"] and 0 < res["vs_base"]["parse"]["p_value"] <= 1
-    assert list(res)[-1] == "items" and "Model quality: " in out and "with --grammar vox" in out
+    # The base was benched too, so the last line tells before → after in the bench's own figures.
+    flat = " ".join(out.split())
+    assert list(res)[-1] == "items" and "with --grammar vox: parse " in flat, flat[-800:]
+    assert (f"Before → after the fine-tune, {res['n_tasks']} held-out bench tasks (greedy): parse "
+            f"{res['base']['parse_rate']:.0%} → {res['parse_rate']:.0%}") in flat, flat[-800:]
     assert "out of date" not in out
     state = json.loads((project / "work" / "pipeline_state.json").read_text())
     assert list(state["stages"]) == STAGE_NAMES
@@ -114,7 +118,7 @@ def test_pipeline_runs_skips_and_reruns_downstream_of_a_change(project, run_cli)
     assert st["generate-data"] == "skipped"  # its inputs did not change
     assert set(st) == {"extract", "pairs", "validate", "generate-data", "mix", "eval"}
     # The summary still quotes the model's bench results, but says the new corpus outdated them.
-    assert "Model quality: " in out and "(of an earlier run, out of date: train-scratch-base: input changed" in \
+    assert "Before → after the fine-tune" in out and "(of an earlier run, out of date: train-scratch-base: input changed" in \
         " ".join(out.split()), out
     code, out, err = run_cli("pipeline", "--config", cfg, "--dry-run")
     assert "[train-scratch-base] would run: input changed: train.jsonl" in err
@@ -250,6 +254,41 @@ def test_an_interrupted_stage_resumes_with_unchanged_inputs(tmp_path):
     src.write_text("bb")
     [outcome] = run_pipeline(ctx, [stage])
     assert outcome.status == "ran" and outcome.reason == "input changed: in.txt" and seen[-1] is False
+
+
+def test_an_interrupted_stage_resumes_across_a_change_of_mens_code(tmp_path, monkeypatch, capsys):
+    """Hours of training are not thrown away because mens's own code changed between the
+    interruption and the rerun: the stage resumes and says why; a changed input still restarts."""
+    import mens.pipeline.runner as runner
+    from mens.progress import configure
+
+    configure(quiet=False)  # status lines on stderr, as the CLI sets them
+    src = tmp_path / "in.txt"
+    src.write_text("a")
+    seen = []
+
+    def copy(ctx):
+        seen.append(ctx.resume)
+        if len(seen) in (1, 3):
+            raise KeyboardInterrupt  # cut off part-way, twice
+        return {}
+
+    stage = runner.Stage("copy", inputs=lambda c: [src], outputs=lambda c: [], run=copy)
+    ctx = runner.Context(config={}, base_dir=tmp_path, work=tmp_path / "work")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_pipeline(ctx, [stage])
+    real = runner.fingerprint
+    monkeypatch.setattr(runner, "fingerprint", lambda c, s: {**real(c, s), "code": {"mens.train": "edited"},
+                                                             "digest": real(c, s)["digest"][::-1]})
+    runner.run_pipeline(ctx, [stage])
+    assert seen == [False, True]
+    assert "[copy] resuming the interrupted run although mens's code changed" in capsys.readouterr().err
+    src.write_text("b")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_pipeline(ctx, [stage])
+    src.write_text("bb")
+    runner.run_pipeline(ctx, [stage])
+    assert seen == [False, True, False, False]  # its input changed: from scratch
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -477,19 +516,23 @@ def test_scratch_nproc_trains_the_base_in_two_ranks(project, run_cli, monkeypatc
 def test_quality_line_says_what_the_fine_tune_did_to_its_base(tmp_path):
     from mens.pipeline.cli import quality_line
 
-    res = {"parse_rate": 0.667, "pass_at_1": 0.278, "n_tasks": 54,
-           "grammar": {"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.315},
-           "base": {"parse_rate": 0.722, "pass_at_1": 0.259},
-           "vs_base": {"parse": {"lost": 3, "gained": 0, "p_value": 0.125}}}
+    res = {"parse_rate": 0.907, "pass_at_1": 0.463, "n_tasks": 54,
+           "grammar": {"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.519},
+           "base": {"parse_rate": 0.056, "pass_at_1": 0.0,
+                    "grammar": {"lang": "vox", "parse_rate": 0.981, "pass_at_1": 0.037}},
+           "vs_base": {"parse": {"lost": 0, "gained": 46, "p_value": 1.0}}}
     path = tmp_path / "benchmark_results.json"
     path.write_text(json.dumps(res))
     assert quality_line(path) == (
-        "Model quality: 67% of answers parse, pass@1 0.28 on 54 held-out bench tasks (greedy); with --grammar vox: "
-        "100% parse, pass@1 0.32; before the fine-tune: 72% parse, pass@1 0.26 (the fine-tune lost 3 parsing "
-        "answers and gained 0)")
+        "Before → after the fine-tune, 54 held-out bench tasks (greedy): parse 6% → 91%, pass@1 0.00 → 0.46; "
+        "with --grammar vox: parse 98% → 100%, pass@1 0.04 → 0.52 (the fine-tune gained 46 parsing answers and "
+        "lost 0)")
+    del res["base"]["grammar"], res["base"], res["vs_base"]
+    path.write_text(json.dumps(res))
+    assert quality_line(path) == ("Model quality: 91% of answers parse, pass@1 0.46 on 54 held-out bench tasks "
+                                  "(greedy); with --grammar vox: 100% parse, pass@1 0.52")
     path.write_text("{")
     assert quality_line(path) is None
-
 
 
 def test_help_names_every_stage(capsys):
@@ -500,3 +543,63 @@ def test_help_names_every_stage(capsys):
     with pytest.raises(SystemExit):
         main(["pipeline", "--help"])
     assert ", ".join(s.name for s in STAGES) in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_base_pipeline_gathers_trains_judges_and_ships_without_a_fine_tune(tmp_path, run_cli, monkeypatch):
+    """examples/base/pipeline.yaml's shape: gather an installed distribution's code, learn a joined
+    BPE and a scratch base on it (raw files + Python pairs), `train: false`, bench the base on Python
+    tasks, ship it as a folder with SOURCES.json and SHA256SUMS that loads and checks itself."""
+    from test_pipeline_helpers import fake_distribution
+
+    site = tmp_path / "site"
+    fake_distribution(site, "orchard", {
+        "orchard/__init__.py": '"""Orchards."""\n',
+        "orchard/trees.py": "".join(f'def yield_of_{i}(trees):\n    """Apples from {i} rows of trees."""\n'
+                                    f'    return trees * {i}\n\n\n' for i in range(12)),
+        "orchard/tests/test_trees.py": "def test_x():\n    assert True\n"})
+    monkeypatch.syspath_prepend(str(site))
+    bench = [{"id": "p1", "category": "function", "lang": "python", "prompt": "Write a Python function `pear_count`.",
+              "expect_contains": ["def pear_count"], "context_files": []}]
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(b) + "\n" for b in bench))
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump({"gates": [
+        {"name": "loss is finite", "metric": "train.final_loss", "op": "<=", "threshold": 1e6, "blocking": True}]}))
+    config = {
+        "work_dir": "work", "seed": 0,
+        "gather": {"stdlib": False, "packages": ["orchard"]},
+        "corpus": {"sources": ["{work_dir}/sources/files"]},
+        "mix": {"sources": [{"path": "{work_dir}/corpus/pairs.valid.jsonl"}]},
+        "scratch": {"raw_text": "{work_dir}/sources/files", "scratch_arch": "llama", "scratch_shape": "tiny",
+                    "scratch_vocab": 300, "scratch_bpe_spaces": "joined", "max_steps": 2, "seq_len": 128,
+                    "eval_interval": 0, "save_interval": 0},
+        "train": False,
+        "bench": {"path": "bench.jsonl", "max_new_tokens": 4},
+        "gate": {"policy": "gates.yaml"},
+        "ship": {"to": "shipped", "dtype": "bf16"},
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(config))
+    code, _, err = run_cli("pipeline", "--config", tmp_path / "pipeline.yaml")
+    assert code == 0, err
+    assert "[train] not needed: train: false" in err and "[ship] done" in err
+    shipped = tmp_path / "shipped"
+    sources = json.loads((shipped / "SOURCES.json").read_text())
+    assert [f["path"] for f in sources["files"]] == ["files/orchard/orchard/__init__.py",
+                                                      "files/orchard/orchard/trees.py"]
+    sums = (shipped / "SHA256SUMS").read_text()
+    assert all(f"  {name}\n" in sums for name in ("model.safetensors", "tokenizer.json", "SOURCES.json",
+                                                   "MODEL_CARD.md", "training_manifest.json"))
+    assert json.loads((shipped / "config.json").read_text())["dtype"] == "bfloat16"
+    results = json.loads((tmp_path / "work" / "base" / "benchmark_results.json").read_text())
+    assert results["n_tasks"] == 1 and "base" not in results  # the base is the model judged: nothing to compare
+    code, _, err = run_cli("bench", "--model", shipped, "--bench", tmp_path / "bench.jsonl", "--max-new-tokens", "2")
+    assert code == 0, err
+    (shipped / "model.safetensors").write_bytes((shipped / "model.safetensors").read_bytes()[:-8])
+    code, _, err = run_cli("bench", "--model", shipped, "--bench", tmp_path / "bench.jsonl")
+    assert code == 2 and "sha256 does not match SHA256SUMS" in err and "model.safetensors" in err
+
+
+def test_train_false_with_a_model_is_refused(project, run_cli):
+    cfg = yaml.safe_load((project / "pipeline.yaml").read_text())
+    cfg.update(train=False, model="somewhere")
+    (project / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli("pipeline", "--config", project / "pipeline.yaml", "--dry-run")
+    assert code == 2 and "train: false with a model" in err

@@ -148,6 +148,19 @@ def remove_leftovers(path: str | Path) -> list[Path]:
     return gone
 
 
+def replace_folder(new: str | Path, out: str | Path) -> None:
+    """Swap a finished folder `new` (built beside `out`) into `out`: the old one is renamed away
+    first, then removed, so a reader sees the old folder or the new one, never a mix."""
+    new, out = Path(new), Path(out)
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    os.replace(new, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

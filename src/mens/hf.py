@@ -95,6 +95,7 @@ def check_source(path_or_id: str) -> None:
         if not (p / "config.json").is_file() and not (p / ADAPTER_CONFIG).is_file():
             raise MensError("not a model directory (no config.json or adapter_config.json)", str(p),
                             "give a run dir, a merged model dir or a hub id")
+        verify_checksums(p)  # a shipped model changed since (mens merge's SHA256SUMS): said now
         return
     if _looks_like_path(path_or_id):
         raise MensError("model path not found", path_or_id, "check the path")
@@ -282,12 +283,59 @@ def check_device(device: str) -> None:
 _OBJECT_FILES = {"config.json", ADAPTER_CONFIG, MANIFEST, "generation_config.json", "tokenizer_config.json"}
 
 
+CHECKSUMS = "SHA256SUMS"  # `sha256sum` format; mens merge writes it, every load checks it
+_VERIFIED: set[tuple[str, int, int]] = set()  # (file, size, mtime) hashed already in this process
+
+
+def write_checksums(folder: str | Path) -> Path:
+    """SHA256SUMS over every file of a model folder (sorted; `sha256sum -c SHA256SUMS` checks it too)."""
+    folder = Path(folder)
+    lines = [f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}"
+             for f in sorted(folder.iterdir()) if f.is_file() and f.name != CHECKSUMS]
+    out = folder / CHECKSUMS
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def verify_checksums(folder: str | Path) -> None:
+    """A model folder with SHA256SUMS: each listed file must be there with that sha256 (a git-lfs
+    pointer, a truncated copy or an edited tokenizer is named before anything loads)."""
+    folder = Path(folder)
+    sums = folder / CHECKSUMS
+    if not sums.is_file():
+        return
+    for number, line in enumerate(sums.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        want, _, name = line.strip().partition("  ")
+        if not line.strip():
+            continue
+        if len(want) != 64 or not name or "/" in name:
+            raise MensError(f"not a sha256sum line: {line[:80]!r}", f"{sums}:{number}", _FIX)
+        f = folder / name
+        try:
+            st = f.stat()
+        except OSError:
+            raise MensError(f"listed in {CHECKSUMS} but missing", str(f), _FIX) from None
+        key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+        if key in _VERIFIED:
+            continue
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        if h.hexdigest() != want.lower():
+            raise MensError(f"sha256 does not match {CHECKSUMS} (the file changed or is incomplete)", str(f),
+                            "restore it (git checkout / git lfs pull / copy it again) or remove the folder's "
+                            f"{CHECKSUMS} if you changed it on purpose")
+        _VERIFIED.add(key)
+
+
 def check_files(path: str | Path) -> None:
-    """Every JSON file of a model or run directory parses, every safetensors header is whole.
-    Hub ids (not a directory here) are left to the loader."""
+    """Every JSON file of a model or run directory parses, every safetensors header is whole, and
+    every file SHA256SUMS lists has its sha256. Hub ids (not a directory here) are left to the loader."""
     p = Path(path)
     if not p.is_dir():
         return
+    verify_checksums(p)
     for f in sorted(p.glob("*.json")):
         try:
             obj = json.loads(f.read_bytes())

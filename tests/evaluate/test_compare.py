@@ -42,8 +42,10 @@ def test_tasks_are_compared_with_themselves():
                       _item("d", [True], [False])])
     vs = compare_to_base(base, tuned)
     assert vs["tasks_compared"] == 4
-    assert vs["parse"] == {"lost": 1, "gained": 1, "p_value": 0.75, "lost_tasks": ["b"], "gained_tasks": ["c"]}
-    assert vs["pass"] == {"lost": 0, "gained": 1, "p_value": 1.0, "lost_tasks": [], "gained_tasks": ["c"]}
+    assert vs["parse"] == {"lost": 1, "gained": 1, "p_value": 0.75, "p_better": 0.75, "lost_tasks": ["b"],
+                           "gained_tasks": ["c"]}
+    assert vs["pass"] == {"lost": 0, "gained": 1, "p_value": 1.0, "p_better": 0.5, "lost_tasks": [],
+                          "gained_tasks": ["c"]}
     # The rates agree with the per-task view: the same parse rate, one more pass.
     assert vs["parse_rate_drop"] == 0 and vs["pass_at_1_drop"] == -0.25
 

@@ -61,6 +61,26 @@ def test_report_is_self_contained(tmp_path, run_cli):
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
 
 
+def test_report_draws_the_base_and_the_fine_tune_side_by_side(tmp_path, run_cli):
+    """With a benched base (the pipeline's bench.compare_base), the first chart pairs the base's and
+    the fine-tune's parse rate and pass@1, greedy and in grammar mode, each bar as long as its value."""
+    import json
+
+    run = make_run(tmp_path)
+    res = json.loads((run / "benchmark_results.json").read_text())
+    res.update(parse_rate=0.9, pass_at_1=0.5, grammar={"lang": "vox", "parse_rate": 1.0, "pass_at_1": 0.55},
+               base={"parse_rate": 0.1, "pass_at_1": 0.0, "grammar": {"lang": "vox", "parse_rate": 0.95,
+                                                                     "pass_at_1": 0.05}})
+    (run / "benchmark_results.json").write_text(json.dumps(res))
+    assert run_cli("report", run, "-o", tmp_path / "r.html")[0] == 0
+    page = (tmp_path / "r.html").read_text()
+    chart = page[page.index("<title>held-out bench: the base and the fine-tune</title>"):]
+    chart = chart[:chart.index("</svg>")]
+    widths = [float(w) for w in re.findall(r'<rect x="150" y="[\d.]+" width="([\d.]+)" height="14"', chart)]
+    assert widths == pytest.approx([0.1 * 240, 0.9 * 240, 1.0, 0.5 * 240, 0.95 * 240, 240, 0.05 * 240, 0.55 * 240])
+    assert page.index("held-out bench: the base") < page.index("<title>loss</title>")
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 @pytest.mark.slow  # headless Chromium
 def test_report_renders_in_headless_chromium(tmp_path):

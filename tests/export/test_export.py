@@ -36,7 +36,7 @@ def _scratch_like(tmp_path):
     ("ollama-file", "--ollama is a file"),
     ("scratch", "WordLevel"),
 ])
-def test_bad_input(run_cli, tiny_model_dir, tmp_path, capsys, case, phrase):
+def test_bad_input(run_cli, tiny_model_dir, tmp_path, case, phrase):
     src, out, extra = tiny_model_dir, tmp_path / "m.gguf", []
     if case == "missing":
         src = tmp_path / "nope"
@@ -56,7 +56,6 @@ def test_bad_input(run_cli, tiny_model_dir, tmp_path, capsys, case, phrase):
         extra = ["--ollama", tmp_path / "f"]
     elif case == "scratch":
         src = _scratch_like(tmp_path)
-        capsys.readouterr()
     assert_one_line_error(run_cli, ["export", src, "--gguf", out, *extra], 2, phrase, [tmp_path])
 
 

@@ -64,9 +64,8 @@ def test_merged_dir_dry_run(run_cli, tiny_model_dir, tmp_path):
     ([], "base is a local path"),                      # adapter over a local base, no upstream id
     (["--upstream-model-id", "/some/path"], "not a Hub id"),
 ])
-def test_bad_input(run_cli, make_adapter_run, tmp_path, capsys, args, phrase):
+def test_bad_input(run_cli, make_adapter_run, tmp_path, args, phrase):
     run = make_adapter_run("push-bad")
-    capsys.readouterr()  # the fixture's own loading output
     if "--repo" not in args:
         args = ["--repo", "me/x", *args]
     assert_one_line_error(run_cli, ["push", run, *args, "--dry-run", tmp_path / "o"], 2, phrase, [run, tmp_path])

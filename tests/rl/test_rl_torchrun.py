@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # two torchrun ranks, three runs per command
 
 GOOD = "```vox\nfn add(a: int, b: int) to int {\n    return a + b\n}\n```"
 BROKEN = "```vox\nfn add(a: int, b: int) to int {\n    return a +\n```"
@@ -69,6 +68,7 @@ def _inputs(tmp_path: Path, method: str) -> tuple[Path, list[str]]:
     return data, ["--prompts", str(data), "--config", str(tmp_path / "toy.yaml"), "--steps", "4"]
 
 
+@pytest.mark.slow  # two torchrun ranks, three runs per command
 @pytest.mark.parametrize("method", ["dpo", "rl"])
 def test_two_ranks_write_one_run_dir_and_resume_exactly(tiny_model_dir, tmp_path, method):
     from safetensors.torch import load_file
@@ -105,3 +105,17 @@ def test_two_ranks_write_one_run_dir_and_resume_exactly(tiny_model_dir, tmp_path
     for k in wa:
         assert (wa[k] == wb[k]).all(), k
     assert json.loads((b / "training_manifest.json").read_text())["results"]["steps"] == 4
+
+
+def test_a_checkpoint_loads_onto_an_indexed_cpu_device(tmp_path):
+    """What a CPU rank's resume needs under transformers before ~5.20 (the GPU image's 5.17): it
+    loads the optimizer with map_location=args.device, which accelerate names `cpu:N` (the dpo
+    case above failed so there). Cheap and in-process; the torchrun test covers the resume."""
+    import torch
+
+    from mens.rl.run import load_indexed_cpu
+
+    torch.save({"exp_avg": torch.arange(3.0)}, tmp_path / "optimizer.pt")
+    load_indexed_cpu()
+    loaded = torch.load(tmp_path / "optimizer.pt", map_location=torch.device("cpu", 1), weights_only=True)
+    assert loaded["exp_avg"].tolist() == [0.0, 1.0, 2.0] and loaded["exp_avg"].device.type == "cpu"

@@ -36,6 +36,23 @@ def _step(model, optimizer, scheduler):
     return loss.item()
 
 
+def test_a_cpu_run_leaves_cuda_alone_where_a_gpu_is(tmp_path, monkeypatch):
+    """On a GPU machine a --device cpu run's checkpoints and resume do not touch CUDA (reading
+    its RNG starts a CUDA context in every checkpointing process); the machine's GPU is stood in
+    for, as this one has none: any CUDA RNG call fails the test."""
+    def touched(*args, **kwargs):
+        raise AssertionError("a CPU run touched CUDA's RNG")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("get_rng_state_all", "get_rng_state", "set_rng_state", "set_rng_state_all"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    model, optimizer, scheduler = _setup(0)
+    state = rng_state()
+    assert "cuda" not in state
+    path = save_checkpoint(tmp_path, model, optimizer, scheduler, Progress(step=1), [{**state, "cuda": [[0]]}])
+    load_checkpoint(path, model, optimizer, scheduler)  # a checkpoint with CUDA's state (older mens) too
+
+
 def test_resume_continues_the_same_trajectory(tmp_path):
     model, optimizer, scheduler = _setup(0)
     for _ in range(3):

@@ -353,3 +353,26 @@ def test_fp16_mixed_is_refused_for_qlora():
 
     with pytest.raises(MensError, match="fp16-mixed does not apply to qlora"):
         resolve_config({"backend": "qlora", "model": "m", "dtype": "fp16-mixed"})
+
+
+def test_joined_bpe_words_take_the_space_before_them_and_cost_fewer_tokens():
+    """`--scratch-bpe-spaces joined` (the shipped base's tokenizer): ` loaves` is one piece with its
+    space, as code models' tokenizers cut it, and the same code costs fewer ids than `apart`."""
+    from mens.train.scratch import train_bpe_tokenizer
+
+    code = "fn crate_count(loaves: int) to int {\n    return (loaves + 11) / 12\n}\n"
+    texts = [f"Write `crate_count` for {i} loaves" for i in range(30)] + [code] * 30
+    apart, joined = train_bpe_tokenizer(texts, 320), train_bpe_tokenizer(texts, 320, spaces="joined")
+    assert "Ġloaves" in joined.tokenize("return loaves") and "Ġloaves" not in apart.tokenize("return loaves")
+    assert len(joined.tokenize(code)) < len(apart.tokenize(code))
+    assert joined.decode(joined(code)["input_ids"]) == code
+
+
+def test_a_bpe_learns_from_an_even_sample_of_a_large_corpus(monkeypatch):
+    """Past BPE_TRAIN_MAX_CHARS the merges come from every k-th text, all of the corpus's kinds kept."""
+    from mens.train import scratch
+
+    monkeypatch.setattr(scratch, "BPE_TRAIN_MAX_CHARS", 2_000)
+    texts = ["alpha beta gamma " * 5] * 40 + ["{ brace; } " * 8] * 40
+    tok = scratch.train_bpe_tokenizer(texts, 300)
+    assert tok.tokenize("alpha") == ["alpha"] and tok.tokenize("brace") == ["brace"]  # both kinds sampled

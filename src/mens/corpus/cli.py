@@ -38,6 +38,19 @@ def register(sub) -> None:
                    help="read symlinked files that point outside the given paths (skipped and counted by default)")
     p.set_defaults(func=_edge(_extract, "paths"))
 
+    p = corpus.add_parser("gather", help="this Python's own code (standard library, installed packages) → a folder",
+                          description="Copy the running interpreter's standard library and installed distributions' "
+                          "files into one folder, each with its distribution, version, licence and sha256 in "
+                          "SOURCES.json; only permissive licences, no tests or vendored copies, no generated or "
+                          "minified files, nothing that names Vox (docs/base.md).")
+    p.add_argument("packages", nargs="*", metavar="DIST[=GLOB,...]",
+                   help="installed distributions, e.g. torch or 'torch=torch/**/*.py,torch/include/c10/**/*.h' "
+                   "(default glob **/*.py over the paths pip recorded)")
+    p.add_argument("--no-stdlib", action="store_true", help="leave out the standard library")
+    p.add_argument("-o", "--output", type=Path, required=True, help="folder to write (replaced whole)")
+    p.add_argument("--max-file-bytes", type=int, default=400_000, help="skip larger files (default 400 kB)")
+    p.set_defaults(func=_edge(_gather))
+
     p = corpus.add_parser("pairs", help="units.jsonl → instruction pairs",
                           description="Whole-file, per-construct, docs code, docs prose, follow-up and "
                           "parser-verified error-correction pairs; byte-identical for a --seed.")
@@ -187,6 +200,16 @@ def _positive(value: int | None, flag: str, example: str) -> None:
 
     if value is not None and value < 1:
         raise MensError(f"{flag} must be 1 or more, got {value}", flag, f"e.g. {flag} {example}")
+
+
+def _gather(args) -> int:
+    from mens.corpus.installed import STDLIB, Source, gather
+    from mens.progress import say
+
+    _positive(args.max_file_bytes, "--max-file-bytes", "400000")
+    sources = ([] if args.no_stdlib else [Source(STDLIB)]) + [Source.parse(p, "gather") for p in args.packages]
+    say(gather(sources, args.output, max_file_bytes=args.max_file_bytes).summary())
+    return 0
 
 
 def _extract(args) -> int:

@@ -43,8 +43,10 @@ def _per_task(items: list[dict]) -> dict[str, tuple[float, float]]:
 def _changes(base: dict[str, float], tuned: dict[str, float]) -> dict[str, Any]:
     lost = sorted(t for t in base if tuned[t] < base[t])
     gained = sorted(t for t in base if tuned[t] > base[t])
+    # p_value: did the fine-tune break more than chance explains; p_better: did it mend more
+    # (the same test the other way round: a gate that wants the fine-tune to beat its base).
     return {"lost": len(lost), "gained": len(gained), "p_value": sign_test_p(len(lost), len(gained)),
-            "lost_tasks": lost, "gained_tasks": gained}
+            "p_better": sign_test_p(len(gained), len(lost)), "lost_tasks": lost, "gained_tasks": gained}
 
 
 def compare_to_base(base: dict, tuned: dict) -> dict[str, Any]:
@@ -64,10 +66,13 @@ def compare_to_base(base: dict, tuned: dict) -> dict[str, Any]:
 RATES = ("n_tasks", "pass_at_1", "pass_at_k", "parse_rate", "semantic_pass_rate", "anti_stub_rate")
 
 
-def attach_base(results: dict, base: dict, base_model: str) -> dict:
-    """`results` with its base's figures (`base`) and the comparison (`vs_base`) added, as
-    `mens bench --base` and the pipeline's bench stage write them; the per-task items stay last."""
+def attach_base(results: dict, base: dict, base_model: str, base_grammar: dict | None = None) -> dict:
+    """`results` with its base's figures (`base`, and `base.grammar` when the base was benched in
+    grammar mode too) and the comparison (`vs_base`) added, as `mens bench --base` and the
+    pipeline's bench stage write them; the per-task items stay last."""
     results["base"] = {"model": str(base_model), **{k: base[k] for k in RATES}}
+    if base_grammar is not None:
+        results["base"]["grammar"] = {"lang": base_grammar.get("lang"), **{k: base_grammar[k] for k in RATES}}
     results["vs_base"] = compare_to_base(base, results)
     results["items"] = results.pop("items")
     return results

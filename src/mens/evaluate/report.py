@@ -152,6 +152,41 @@ def bar_chart(title: str, bars: list[tuple[str, float]], unit: str = "") -> str:
     return "".join(parts) + "</svg>"
 
 
+def paired_bar_chart(title: str, rows: list[tuple[str, float, float]], names: tuple[str, str]) -> str:
+    """Two bars a row on a 0-1 scale, side by side: `names[0]` (before) then `names[1]` (after)."""
+    height = max(H, PAD_T + 40 * len(rows) + 30)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" role="img">'
+             f'<title>{html.escape(title)}</title><rect width="{W}" height="{height}" fill="#fff"/>'
+             f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="600">{html.escape(title)}</text>']
+    label_w, bar_w = 150, W - 150 - 70
+    for j, name in enumerate(names):
+        parts.append(f'<rect x="{label_w + 110 * j}" y="{PAD_T - 6}" width="10" height="10" fill="{COLOURS[j]}"/>'
+                     f'<text x="{label_w + 14 + 110 * j}" y="{PAD_T + 3}" font-size="11">{html.escape(name)}</text>')
+    for i, (label, *values) in enumerate(rows):
+        y = PAD_T + 14 + 40 * i
+        parts.append(f'<text x="{label_w - 6}" y="{y + 20}" text-anchor="end" font-size="11">{html.escape(label[:24])}</text>')
+        for j, v in enumerate(values):
+            parts.append(f'<rect x="{label_w}" y="{y + 17 * j}" width="{max(1.0, v * bar_w):.1f}" height="14" '
+                         f'fill="{COLOURS[j]}"/><text x="{label_w + v * bar_w + 4:.1f}" y="{y + 17 * j + 12}" '
+                         f'font-size="11">{_num(v)}</text>')
+    return "".join(parts) + "</svg>"
+
+
+def _before_after(bench: dict) -> str | None:
+    """The bench's figures for the base and the fine-tuned model side by side (greedy, and in
+    grammar mode when both were benched so), or None without a benched base."""
+    base, grammar = _obj(bench.get("base")), _obj(bench.get("grammar"))
+    if "parse_rate" not in base:
+        return None
+    rows = [("parse rate", _number(base.get("parse_rate")), _number(bench.get("parse_rate"))),
+            ("pass@1", _number(base.get("pass_at_1")), _number(bench.get("pass_at_1")))]
+    was = _obj(base.get("grammar"))
+    if "parse_rate" in was and "parse_rate" in grammar:
+        rows += [("parse rate (grammar)", _number(was.get("parse_rate")), _number(grammar.get("parse_rate"))),
+                 ("pass@1 (grammar)", _number(was.get("pass_at_1")), _number(grammar.get("pass_at_1")))]
+    return paired_bar_chart("held-out bench: the base and the fine-tune", rows, ("base", "fine-tuned"))
+
+
 def _mix_report(run: Path, manifest: dict) -> dict | None:
     """The mix report of the training data: `<data stem>.mix_report.json` beside the data file."""
     data = manifest.get("data")
@@ -250,6 +285,9 @@ def render_report(run_dir: str | Path) -> str:
                                      {"pass@1": _series(base_events, "pass_at_1", ("bench",)),
                                       "parse rate": _series(base_events, "parse_rate", ("bench",))},
                                      y_range=(0.0, 1.0)))
+    before_after = _before_after(bench)
+    if before_after:
+        charts.insert(0, before_after)
     mix = _mix_report(run, manifest)
     sources = (mix or {}).get("sources") or []
     charts.append(bar_chart("corpus: rows per mix source",

@@ -11,13 +11,15 @@ manifest's `quantization` says the adapter was trained on one.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
 from mens.chat_template import CHATML_TEMPLATE, generation_config
-from mens.hf import adapter_base, is_adapter_run, is_nf4, load_causal_lm, load_tokenizer, read_manifest, torch_dtype
+from mens.hf import (adapter_base, is_adapter_run, is_nf4, load_causal_lm, load_tokenizer, read_manifest, torch_dtype,
+                    write_checksums)
 from mens.inference import load_peft
 from mens.progress import say
 from mens.files import atomic_path, write_json_atomic
@@ -153,7 +155,10 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
             write_json_atomic(tmp / "training_manifest.json", manifest)
         report.seconds = round(time.perf_counter() - start, 2)
         (tmp / "README.md").write_text(_model_card(report, manifest, upstream_model_id))
+        if (run / "MODEL_CARD.md").is_file():  # the run's own card (bench, gates) travels with it
+            shutil.copyfile(run / "MODEL_CARD.md", tmp / "MODEL_CARD.md")
         write_json_atomic(tmp / "merge_report.json", asdict(report))
+        write_checksums(tmp)  # every later load checks them (mens.hf.verify_checksums)
     return report
 
 

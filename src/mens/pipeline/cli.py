@@ -7,10 +7,12 @@ from pathlib import Path
 
 
 def register(sub) -> None:
+    from mens.pipeline.stages import STAGES
+
     p = sub.add_parser("pipeline", help="run corpus → train → bench → gate → card → report, skipping unchanged stages",
-                       description="Run the stages in order (extract, pairs, validate, generate-data, mix, eval, "
-                       "train-scratch-base, train, dpo, rl, bench, gate, card, report; dpo and rl only with a `dpo:` / "
-                       "`rl:` section). A stage whose inputs, config and "
+                       description=f"Run the stages in order ({', '.join(s.name for s in STAGES)}; gather, dpo, rl "
+                       "and ship only with their own section: `gather:`, `dpo:`, `rl:`, `ship:`). A stage whose "
+                       "inputs, config and "
                        "language-pack fingerprints are unchanged since its last run is skipped; the state is "
                        "in WORK_DIR/pipeline_state.json.")
     p.add_argument("--config", type=Path, default=Path("pipeline.yaml"),
@@ -100,22 +102,32 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
 
 
 def quality_line(results_path: Path) -> str | None:
-    """How good the model is, in one line, from its bench results (None when there are none)."""
+    """How good the model is, in one line, from its bench results (None when there are none):
+    before → after the fine-tune when its base was benched too."""
     import json
 
     try:
         res = json.loads(results_path.read_text(encoding="utf-8"))
-        line = (f"Model quality: {res['parse_rate']:.0%} of answers parse, pass@1 {res['pass_at_1']:.2f} "
-                f"on {res['n_tasks']} held-out bench tasks (greedy)")
+        n, after, grammar = res["n_tasks"], res, res.get("grammar")
+        before = res.get("base") if isinstance(res.get("base"), dict) and "parse_rate" in res["base"] else None
+        if before is None:
+            line = (f"Model quality: {after['parse_rate']:.0%} of answers parse, pass@1 {after['pass_at_1']:.2f} "
+                    f"on {n} held-out bench tasks (greedy)")
+            if isinstance(grammar, dict) and "parse_rate" in grammar:
+                line += (f"; with --grammar {grammar.get('lang', '')}: {grammar['parse_rate']:.0%} parse, "
+                         f"pass@1 {grammar['pass_at_1']:.2f}")
+            return line
+        line = (f"Before → after the fine-tune, {n} held-out bench tasks (greedy): parse {before['parse_rate']:.0%} → "
+                f"{after['parse_rate']:.0%}, pass@1 {before['pass_at_1']:.2f} → {after['pass_at_1']:.2f}")
+        if isinstance(grammar, dict) and "parse_rate" in grammar:
+            was = before.get("grammar") if isinstance(before.get("grammar"), dict) else None
+            arrow = (lambda key, fmt: f"{format(was[key], fmt)} → {format(grammar[key], fmt)}") if was else \
+                (lambda key, fmt: format(grammar[key], fmt))
+            line += f"; with --grammar {grammar.get('lang', '')}: parse {arrow('parse_rate', '.0%')}, " \
+                    f"pass@1 {arrow('pass_at_1', '.2f')}"
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if isinstance(res.get("grammar"), dict) and "parse_rate" in res["grammar"]:
-        g = res["grammar"]
-        line += f"; with --grammar {g.get('lang', '')}: {g['parse_rate']:.0%} parse, pass@1 {g['pass_at_1']:.2f}"
-    if isinstance(res.get("base"), dict) and "parse_rate" in res["base"]:
-        b = res["base"]
-        line += f"; before the fine-tune: {b['parse_rate']:.0%} parse, pass@1 {b['pass_at_1']:.2f}"
-        parse = (res.get("vs_base") or {}).get("parse")
-        if isinstance(parse, dict) and {"lost", "gained"} <= parse.keys():
-            line += f" (the fine-tune lost {parse['lost']} parsing answers and gained {parse['gained']})"
+    parse = (res.get("vs_base") or {}).get("parse")
+    if isinstance(parse, dict) and {"lost", "gained"} <= parse.keys():
+        line += f" (the fine-tune gained {parse['gained']} parsing answers and lost {parse['lost']})"
     return line

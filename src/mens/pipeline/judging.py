@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mens.errors import GateFailure
+from mens.errors import GateFailure, MensError
 from mens.pipeline.runner import Context
 from mens.train.checkpoint import VERDICT_FILES
 
@@ -28,8 +28,15 @@ def base_source(ctx: Context) -> str:
     return ctx.model if ctx.model else str(ctx.work_file("base"))
 
 
+def fine_tunes(ctx: Context) -> bool:
+    """False with `train: false`: the pipeline makes a scratch base and judges it (examples/base/)."""
+    return ctx.config.get("train", {}) is not False
+
+
 def final_run(ctx: Context) -> Path:
     """The run bench, gate, card and report judge: the last training stage's."""
+    if not fine_tunes(ctx):
+        return ctx.work_file("base")
     return next((ctx.work_file(n) for n in ("rl", "dpo") if n in ctx.config), ctx.work_file("run"))
 
 
@@ -39,7 +46,7 @@ def bench_params(ctx: Context) -> dict[str, Any]:
             "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
             "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
             "path": str(sec.get("path", "bench")), "grammar": sec.get("grammar") or None,
-            "compare_base": bool(sec.get("compare_base", True))}
+            "compare_base": bool(sec.get("compare_base", True)) and fine_tunes(ctx)}
 
 
 def check_bench_section(ctx: Context, where: str) -> None:
@@ -90,7 +97,9 @@ def stage_bench(ctx: Context) -> dict[str, Any]:
         figures.update({"pass@1 (grammar)": constrained["pass_at_1"], "parses (grammar)": constrained["parse_rate"]})
     if p["compare_base"]:
         base = run_bench(base_source(ctx), bench, **opts)
-        attach_base(res, base, base_source(ctx))
+        base_grammar = {"lang": p["grammar"], **run_bench(base_source(ctx), bench, **opts, grammar=p["grammar"])} \
+            if p["grammar"] else None
+        attach_base(res, base, base_source(ctx), base_grammar)
         figures.update({"base pass@1": base["pass_at_1"], "base parses": base["parse_rate"]})
     res["items"] = res.pop("items")  # the summary first in the file, the per-item detail last
     write_json_atomic(final_run(ctx) / "benchmark_results.json", res)
@@ -130,6 +139,41 @@ def stage_report(ctx: Context) -> dict[str, Any]:
     from mens.evaluate.report import write_report
 
     return {"report": str(write_report(final_run(ctx)))}
+
+
+def ship_params(ctx: Context) -> dict[str, Any]:
+    sec = ctx.section("ship")
+    if not isinstance(sec.get("to"), str):
+        raise MensError("ship.to must be a folder", "pipeline config: ship", "e.g. ship: {to: ../models/mine}")
+    return {"to": str(ctx.path(sec["to"]).resolve()), "dtype": str(sec.get("dtype", "bf16"))}
+
+
+def stage_ship(ctx: Context) -> dict[str, Any]:
+    """The judged model as a folder to hand out (`ship.to`): `mens merge`'s whole model in
+    `ship.dtype` with its card, manifest and SHA256SUMS, plus the gathered sources' SOURCES.json
+    when the pipeline gathered them. Built beside the folder and swapped in whole."""
+    import tempfile
+
+    from mens.corpus.installed import SOURCES_FILE
+    from mens.export.merge import merge_run
+    from mens.files import replace_folder
+    from mens.hf import write_checksums
+
+    p = ship_params(ctx)
+    to = Path(p["to"])
+    to.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{to.name}.ship-", dir=to.parent))
+    try:
+        report = merge_run(final_run(ctx), staging / "model", dtype=p["dtype"])
+        sources = ctx.work_file("sources", SOURCES_FILE)
+        if "gather" in ctx.config and sources.is_file():
+            shutil.copyfile(sources, staging / "model" / SOURCES_FILE)
+            write_checksums(staging / "model")
+        replace_folder(staging / "model", to)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    size = sum(f.stat().st_size for f in to.iterdir() if f.is_file())
+    return {"folder": str(to), "MB": round(size / 1e6, 2), "dtype": report.dtype}
 
 
 def run_results(ctx: Context, *names: str) -> list[Path]:

@@ -22,6 +22,7 @@ exception: card and report still render (they show why), then the pipeline exits
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -32,6 +33,7 @@ from typing import Any, Callable
 from mens.errors import GateFailure, MensError
 from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
 from mens.files import hold_lock, release_lock, write_json_atomic
+from mens.progress import say
 
 STATE_NAME = "pipeline_state.json"
 
@@ -126,6 +128,20 @@ def why_run(old: dict | None, new: dict, outputs: list[Path]) -> str | None:
     return None
 
 
+def work_digest(fp: dict[str, Any]) -> str:
+    """The digest of what a stage works on — inputs, params, packs — without mens's code."""
+    return hashlib.sha256(json.dumps({k: fp.get(k) for k in ("inputs", "params", "packs")},
+                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def resumable(attempt: str | dict | None, fp: dict[str, Any]) -> bool:
+    """Whether an interrupted attempt (pipeline_state.json's `attempts`) may be resumed now: the
+    same inputs, params and packs (older states kept the full digest only)."""
+    if isinstance(attempt, dict):
+        return attempt.get("work") == work_digest(fp)
+    return attempt == fp["digest"]
+
+
 def stage_check(ctx: Context, state: dict[str, Any], stage: Stage) -> tuple[dict[str, Any], str | None]:
     """The stage's fingerprint now, and why it must run against `state` (None: up to date)."""
     fp = fingerprint(ctx, stage)
@@ -172,7 +188,10 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
     base = path.resolve().parent
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
-    ctx = Context(config=config, base_dir=base, work=work, model=model or config.get("model"))
+    configured = config.get("model")  # a folder beside the config (the shipped base) or a hub id
+    if isinstance(configured, str) and (base / os.path.expanduser(configured)).exists():
+        configured = str((base / os.path.expanduser(configured)).resolve())
+    ctx = Context(config=config, base_dir=base, work=work, model=model or configured)
     for source in ctx.section("corpus").get("sources") or []:  # named now, not by the extract stage
         if "{work_dir}" not in str(source) and not ctx.path(source).exists():
             raise MensError(f"corpus source not found: {ctx.path(source)}", f"{path}: corpus.sources",
@@ -189,12 +208,14 @@ def load_config(path: str | Path, model: str | None = None) -> Context:
 # `train` and `scratch` take every `mens train` field (scratch also `data`); `mix` is checked by
 # mens.corpus.mix with the same rule.
 _SECTION_KEYS = {
+    "gather": {"stdlib", "packages", "max_file_bytes"},
     "corpus": {"sources", "langs"},
     "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "drill_english_names",
                       "made_up_names", "made_up_subjects"},
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},
+    "ship": {"to", "dtype"},
 }
 _TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", "dpo", "rl", *_SECTION_KEYS}
 
@@ -213,6 +234,9 @@ def _training_keys() -> dict[str, set[str]]:
 def check_keys(config: dict[str, Any], where: str) -> None:
     from mens.train.config import canonical_fields, resolve_config
 
+    if config.get("train") is False and config.get("model"):
+        raise MensError("train: false with a model: there is nothing to train the model into", where,
+                        "drop `train: false` to fine-tune the model, or `model` to train a scratch base")
     for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
         if isinstance(config.get(name), dict):
             fields_ = canonical_fields(config[name], f"{where}: {name}",
@@ -374,11 +398,15 @@ def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
             upstream_runs = True
             _emit(outcomes, StageOutcome(stage.name, "planned", reason), on_stage)
             continue
-        # A stage that was cut off (Ctrl+C, a crash) with the same fingerprint may resume its
-        # own work — training continues from its last checkpoint instead of starting over.
+        # A stage that was cut off (Ctrl+C, a crash) with the same inputs, config and packs may
+        # resume its own work — training continues from its last checkpoint instead of starting
+        # over. A change to mens's own code alone does not throw hours of training away: the
+        # stage resumes and says so (training itself refuses a checkpoint of another config).
         attempts = state.setdefault("attempts", {})
-        ctx.resume = attempts.get(stage.name) == fp["digest"]
-        attempts[stage.name] = fp["digest"]
+        ctx.resume = resumable(attempts.get(stage.name), fp)
+        if ctx.resume and attempts[stage.name] != fp["digest"] and attempts[stage.name].get("digest") != fp["digest"]:
+            say(f"[{stage.name}] resuming the interrupted run although mens's code changed since it started")
+        attempts[stage.name] = {"digest": fp["digest"], "work": work_digest(fp)}
         save_state(ctx.work, state)
         started = time.time()
         try:

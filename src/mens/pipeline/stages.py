@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 from mens.corpus.synth.words import MADE_UP_SHARE
 from mens.errors import MensError
-from mens.pipeline.judging import (bench_params, final_run, model_files, policy, run_results, stage_bench,
-                                   stage_card, stage_gate, stage_report)
+from mens.pipeline.judging import (bench_params, final_run, fine_tunes, model_files, policy, run_results,
+                                   ship_params, stage_bench, stage_card, stage_gate, stage_report, stage_ship)
 from mens.pipeline.runner import Context, Stage
 from mens.pipeline.training import (after_sft, base_inputs, dpo_data, dpo_params, off, rl_params, scratch_inputs,
                                     scratch_params, stage_dpo, stage_rl, stage_scratch, stage_train, train_params)
@@ -40,6 +40,30 @@ def _all_packs(ctx: Context) -> list[str]:
 
 
 # ---------------------------------------------------------------- corpus
+
+def _gather_sources(ctx: Context) -> list:
+    from mens.corpus.installed import STDLIB, Source
+
+    sec = ctx.section("gather")
+    return ([Source(STDLIB)] if sec.get("stdlib", True) else []) + \
+        [Source.parse(p, "pipeline config: gather.packages") for p in sec.get("packages") or []]
+
+
+def _gather_params(ctx: Context) -> dict[str, Any]:
+    """What was asked for and the versions installed now: an upgrade gathers again."""
+    from mens.corpus.installed import source_versions, sources_dict
+
+    sources = _gather_sources(ctx)
+    return {"sources": sources_dict(sources), "versions": source_versions(sources),
+            "max_file_bytes": int(ctx.section("gather").get("max_file_bytes", 400_000))}
+
+
+def _gather(ctx: Context) -> dict[str, Any]:
+    from mens.corpus.installed import gather
+
+    rep = gather(_gather_sources(ctx), ctx.work_file("sources"), max_file_bytes=_gather_params(ctx)["max_file_bytes"])
+    return {"files": rep.counts["files"], "MB": round(rep.counts["bytes"] / 1e6, 1)}
+
 
 def _sources(ctx: Context) -> list[Path]:
     sources = ctx.section("corpus").get("sources") or []
@@ -175,6 +199,9 @@ def _at(*parts: str) -> Callable[[Context], list[Path]]:
 
 
 STAGES: list[Stage] = [
+    Stage("gather", inputs=lambda c: [], outputs=_at("sources", "SOURCES.json"), run=_gather, params=_gather_params,
+          code=_CORPUS, needed=lambda c: None if "gather" in c.config else "no `gather:` section",
+          help="this Python's own code (standard library, packages) → sources/"),
     Stage("extract", inputs=_sources, outputs=_at("corpus", "units.jsonl"), run=_extract,
           params=lambda c: {"langs": _langs(c)}, packs=_all_packs, code=_CORPUS,
           help="split sources and docs into units (language packs)"),
@@ -199,6 +226,7 @@ STAGES: list[Stage] = [
           help="tiny model from scratch (VoxTokenizer)"),
     Stage("train", inputs=lambda c: [c.work_file("data", "train.jsonl"), *base_inputs(c)],
           outputs=_at("run", "training_manifest.json"), run=stage_train, params=train_params, code=_TRAIN,
+          needed=lambda c: None if fine_tunes(c) else "train: false (the scratch base is the model)",
           help="QLoRA fine-tune of the base"),
     Stage("dpo", inputs=lambda c: [*model_files(after_sft(c, "dpo")), dpo_data(c)],
           outputs=_at("dpo", "training_manifest.json"), run=stage_dpo, params=dpo_params, needed=off("dpo"),
@@ -220,4 +248,8 @@ STAGES: list[Stage] = [
     Stage("report", inputs=lambda c: run_results(c, "training_manifest.json", "telemetry.jsonl", "eval_results.json",
                                                   "benchmark_results.json", "gate_receipt.json"),
           outputs=lambda c: run_results(c, "report.html"), run=stage_report, code=_EVALUATE, help="HTML report"),
+    Stage("ship", inputs=lambda c: [*model_files(final_run(c)), *run_results(c, "MODEL_CARD.md")],
+          outputs=lambda c: [Path(ship_params(c)["to"]) / "SHA256SUMS"], run=stage_ship, params=ship_params,
+          needed=lambda c: None if "ship" in c.config else "no `ship:` section",
+          code=("mens.export", "mens.hf", "mens.pipeline"), help="the judged model as a folder to hand out"),
 ]

@@ -183,8 +183,30 @@ def train(trainer, resume: str | None, steps: int) -> bool:
             trainer._load_from_checkpoint(resume)
             trainer.state = state
             return False
+        load_indexed_cpu()
     trainer.train(resume_from_checkpoint=resume)
     return True
+
+
+def load_indexed_cpu() -> None:
+    """Let `torch.load` map to an indexed CPU device ("cpu:0"). Under torchrun on CPU, accelerate
+    names each rank's device `cpu:N`, and transformers before ~5.20 (5.17 on the GPU machine's
+    image) resumes the optimizer with `map_location=args.device`, which torch refuses ("don't
+    know how to restore data location … (tagged with cpu:0)"); later versions pass plain "cpu".
+    Through torch's own registry of storage locations, so no library code is patched."""
+    import re
+
+    import torch
+
+    global _INDEXED_CPU
+    if not _INDEXED_CPU:
+        torch.serialization.register_package(
+            11, lambda obj: None,  # tags nothing on save: torch's own tagger says "cpu"
+            lambda obj, location: obj if re.fullmatch(r"cpu:\d+", location) else None)
+        _INDEXED_CPU = True
+
+
+_INDEXED_CPU = False
 
 
 def saved(run: Path) -> bool:

@@ -218,8 +218,8 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     from mens.train.scratch import build_model_and_tokenizer, train_bpe_tokenizer, training_texts
 
     shape = cfg.scratch_model_shape()
-    tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text, cfg.curriculum_data), cfg.scratch_vocab) \
-        if cfg.scratch_vocab else None
+    tokenizer = train_bpe_tokenizer(training_texts(cfg.data_dir, cfg.raw_text, cfg.curriculum_data), cfg.scratch_vocab,
+                                    spaces=cfg.scratch_bpe_spaces) if cfg.scratch_vocab else None
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
     added = set_chat_template(tokenizer, cfg.chat_template, "--chat-template") if cfg.chat_template else []
     fit_embeddings(model, tokenizer)  # its tokenizers speak ChatML already; a template file may add markers

@@ -46,8 +46,10 @@ class Progress:
         return asdict(self)
 
 
-def rng_state() -> dict:
-    """This process's RNG states (python, numpy, torch, CUDA) as plain JSON data."""
+def rng_state(cuda: bool = False) -> dict:
+    """This process's RNG states (python, numpy, torch, and CUDA's for a run on CUDA) as plain
+    JSON data. A CPU run leaves CUDA alone where a GPU is present: reading its RNG would start a
+    CUDA context (seconds, and GPU memory) in every checkpointing process."""
     import numpy as np
     import torch
 
@@ -56,12 +58,13 @@ def rng_state() -> dict:
     state = {"python": [version, list(internal), gauss],
              "numpy": [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
              "torch": torch.get_rng_state().tolist()}
-    if torch.cuda.is_available():
+    if cuda and torch.cuda.is_available():
         state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict, cuda: bool = False) -> None:
+    """Restore `state` (rng_state's); CUDA's only for a run on CUDA (`cuda`)."""
     import numpy as np
     import torch
 
@@ -70,7 +73,7 @@ def set_rng_state(state: dict) -> None:
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if "cuda" in state and torch.cuda.is_available():
+    if cuda and "cuda" in state and torch.cuda.is_available():
         # A run saved where more GPUs were visible (a torchrun job, CUDA_VISIBLE_DEVICES unset) may
         # resume on fewer: restore the devices there are (set_rng_state_all would index past them).
         for index, saved in enumerate(state["cuda"][:torch.cuda.device_count()]):
@@ -350,7 +353,8 @@ def apply_checkpoint(saved: dict, path: Path, model, optimizer, scheduler, rank:
         optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
     states = saved["rng"]
-    set_rng_state(states[min(rank, len(states) - 1)])
+    on_cuda = any(p.is_cuda for p in params.values())
+    set_rng_state(states[min(rank, len(states) - 1)], cuda=on_cuda)
     return saved["progress"]
 
 

@@ -352,12 +352,17 @@ def collate(rows: list[_Row], pad_id: int) -> Batch:
     return Batch(ids_t, pos_t, targets, int((targets != IGNORE).sum()), sum(len(r.input_ids) for r in rows))
 
 
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The order epoch `epoch` visits `n` examples in (bench/train_vs_trl.py gives TRL the same)."""
+    order = list(range(n))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
 def epoch_batches(examples: list[Example], seq_len: int, micro_batch: int, seed: int, epoch: int,
                   pad_id: int, packing: bool = True, shuffle: bool = True) -> list[Batch]:
     """The micro-batches of one epoch: a seeded shuffle (seed, epoch), packed, grouped. The same
     arguments always give the same batches, which is what makes resume exact."""
-    order = list(range(len(examples)))
-    if shuffle:
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    order = epoch_order(len(examples), seed, epoch) if shuffle else range(len(examples))
     rows = pack_rows([examples[i] for i in order], seq_len, packing)
     return [collate(rows[i:i + micro_batch], pad_id) for i in range(0, len(rows), micro_batch)]

@@ -115,10 +115,11 @@ def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float]
     def checkpoint(reason: str) -> None:
         if scaler:
             prog.loss_scale = scaler.state_dict()
-        states = [rng_state()]
+        mine = rng_state(cuda=dev.type == "cuda")
+        states = [mine]
         if world > 1:
             states = [None] * world
-            dist.all_gather_object(states, rng_state())
+            dist.all_gather_object(states, mine)
         full = distributed.full_state(model, optimizer, sharded) if sharded is not None else {}  # all ranks
         if main_rank:
             path = save_checkpoint(run_dir, model, optimizer, scheduler, prog, states, cfg.keep_checkpoints,

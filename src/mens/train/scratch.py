@@ -147,9 +147,24 @@ BPE_SPECIALS = ("[PAD]", "[UNK]", "[EOS]", "<|im_start|>", "<|im_end|>")  # ids 
 BPE_MIN_VOCAB = 256 + len(BPE_SPECIALS)  # the byte alphabet and the specials
 
 
-def train_bpe_tokenizer(texts, vocab_size: int):
+# How text is cut into pre-tokens before BPE merges within them. `apart`: words never absorb the
+# space before them (GPT-2's ` ?\w+` would make `price` in `(price` and in ` price` different
+# tokens), so a name is the same pieces wherever it stands and a model can copy a name from the
+# prompt into code; `_` is a piece of its own, so `bucket_weight` shares `weight` with the prose; a
+# whitespace run (newline + indent) is one. `joined`: a word or a punctuation run takes the one
+# space before it, as code models' tokenizers do: ~20% fewer tokens on Python and Vox at 8,192 ids
+# (docs/base.md), at the price of two spellings of a name's first piece.
+BPE_PRETOKENS = {"apart": r"[A-Za-z0-9]+|_|[^\w\s]+|\s+",
+                 "joined": r" ?[A-Za-z]+|[0-9]{1,3}|_| ?[^\w\s]+|\s+(?!\S)|\s+"}
+# A BPE learns its merges from at most this much text, taken evenly from the whole (a base's
+# 100+ MB of code would take minutes and gigabytes for the same merges).
+BPE_TRAIN_MAX_CHARS = 40_000_000
+
+
+def train_bpe_tokenizer(texts, vocab_size: int, spaces: str = "apart"):
     """A byte-level BPE tokenizer of `vocab_size` ids learned from `texts` (deterministic for the
-    same texts), with the VoxTokenizer's special tokens and ChatML template.
+    same texts), with the VoxTokenizer's special tokens and ChatML template; `spaces`: how words
+    and the spaces before them are cut (BPE_PRETOKENS).
 
     Why: the VoxTokenizer spends one id per character (bar keywords), so a CPU-sized model sees
     a few hundred programs a minute; a BPE learned on the run's own code merges indentation,
@@ -163,12 +178,13 @@ def train_bpe_tokenizer(texts, vocab_size: int):
     if vocab_size < BPE_MIN_VOCAB:
         raise MensError(f"a byte-level BPE needs at least {BPE_MIN_VOCAB} ids, got {vocab_size}",
                         "scratch_vocab", f"use 0 (the VoxTokenizer) or at least {BPE_MIN_VOCAB}")
+    texts = list(texts)
+    total = sum(map(len, texts))
+    if total > BPE_TRAIN_MAX_CHARS:
+        step = -(-total // BPE_TRAIN_MAX_CHARS)
+        texts = texts[::step]
     tok = Tokenizer(models.BPE())
-    # Words never absorb the space before them (GPT-2's ` ?\w+` would make `price` in
-    # `(price` and in ` price` different tokens): a name is the same pieces wherever it stands,
-    # so the model can copy a name from the prompt into code. `_` is a piece of its own, so
-    # `bucket_weight` shares `weight` with the prose; a whitespace run (newline + indent) is one.
-    words = pre_tokenizers.Split(Regex(r"[A-Za-z0-9]+|_|[^\w\s]+|\s+"), behavior="isolated")
+    words = pre_tokenizers.Split(Regex(BPE_PRETOKENS[spaces]), behavior="isolated")
     tok.pre_tokenizer = pre_tokenizers.Sequence([words, pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                    use_regex=False)])
     tok.decoder = decoders.ByteLevel()

@@ -130,7 +130,7 @@ def _is_word_char(ch: str) -> bool:
 
 
 class _WholeWord:
-    """An identifier `name` as a whole word: not inside a longer one, nor a decorator or member
+    r"""An identifier `name` as a whole word: not inside a longer one, nor a decorator or member
     (`@x`, `.x`) — except a table named after `db.` (`db.Ledger.insert`), which is the table's
     name. The regex `(?:(?<![\w@.])|(?<=\bdb\.))NAME(?!\w)` by hand (tests/corpus/test_synth.py
     checks them equal), because compiling one for every made-up name was half of generate-data's
