@@ -118,12 +118,15 @@ _SPLIT_PRETOKENIZERS = {
     r"\s+(?!\S)|\s+": "qwen2",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
     r"\s+(?!\S)|\s+": "llama-bpe",
+    # Qwen3.5's (transformers' Qwen3_5Tokenizer writes it whatever the vocabulary): letters with their marks
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+": "qwen35",
 }
 
 
 def pretokenizer_fallback(model_dir: str | Path) -> str | None:
     """The llama.cpp pre-tokenizer that splits text exactly as this tokenizer.json does — `gpt-2`
-    for a lone ByteLevel with its regex, `qwen2`/`llama-bpe` for their Split regexes — so a
+    for a lone ByteLevel with its regex, `qwen2`/`llama-bpe`/`qwen35` for their Split regexes — so a
     vocabulary the converter has no fingerprint for (one trained by mens or a user) still
     converts; None when mens cannot tell (the converter's own check then decides)."""
     path = Path(model_dir) / "tokenizer.json"
