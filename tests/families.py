@@ -50,6 +50,11 @@ _MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 _DELTANET = dict(head_dim=16, layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
                  linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
                  linear_conv_kernel_dim=4)
+# Qwen3.5's rotary embedding is multimodal (interleaved MRoPE) even for text: its sections count
+# rotary pairs, so they must fit the tiny head's 16 × 0.25 = 4 rotary dims (the default
+# [11, 11, 10] fits the real 256-wide head; llama.cpp's rope asserts on it, transformers lets it be).
+_QWEN35_ROPE = dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                                     "mrope_interleaved": True, "mrope_section": [1, 1, 0]})
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("llama3", "llama", dict(rope_parameters={
@@ -59,13 +64,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("qwen2.5", "qwen2"),  # Qwen2.5 ships use_sliding_window: false
     Family("qwen3", "qwen3", dict(head_dim=16)),
     Family("qwen3-moe", "qwen3_moe", dict(head_dim=16, decoder_sparse_step=1, **_MOE), moe=True),
-    Family("qwen3.5", "qwen3_5_text", dict(_DELTANET), recurrent=True),
-    Family("qwen3.5-moe", "qwen3_5_moe_text", dict(_DELTANET, shared_expert_intermediate_size=32, **_MOE),
+    Family("qwen3.5", "qwen3_5_text", dict(_DELTANET, **_QWEN35_ROPE), recurrent=True),
+    Family("qwen3.5-moe", "qwen3_5_moe_text", dict(_DELTANET, shared_expert_intermediate_size=32, **_MOE,
+                                                        **_QWEN35_ROPE),
            moe=True, recurrent=True),
     Family("qwen3-next", "qwen3_next", dict(_DELTANET, shared_expert_intermediate_size=32,
                                             decoder_sparse_step=1, **_MOE), moe=True, recurrent=True),
+    # Gemma 2 ships its output matrix tied to the embeddings (llama.cpp's gemma2 has no other)
     Family("gemma2", "gemma2", dict(head_dim=16, query_pre_attn_scalar=16, sliding_window=WINDOW,
-                                    layer_types=["sliding_attention", "full_attention"]), window=True),
+                                    layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=True),
+           window=True),
     Family("gemma3", "gemma3_text", dict(head_dim=16, query_pre_attn_scalar=16, sliding_window=WINDOW,
                                          layer_types=["sliding_attention", "full_attention"]), window=True),
     Family("phi3", "phi3", dict(sliding_window=WINDOW), window=True),  # Phi-3 and Phi-4 are both phi3

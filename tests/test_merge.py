@@ -186,3 +186,33 @@ def test_the_saved_folder_carries_sha256sums_that_every_load_checks(tiny_model_d
         f"mens: error: sha256 does not match SHA256SUMS (the file changed or is incomplete) ({out / 'tokenizer.json'})"
         " — restore it (git checkout / git lfs pull / copy it again) or remove the folder's SHA256SUMS if you changed "
         "it on purpose")
+
+
+def test_the_merged_folder_keeps_the_base_tokenizer_files_llama_cpp_reads(make_adapter_run, tmp_path):
+    """transformers 5 saves a tokenizer as tokenizer.json alone, under its generic class name;
+    llama.cpp's converter reads Gemma 2's and Phi-3's vocabulary from tokenizer.model and takes
+    Phi-4's as GPT-2's only by tokenizer_config's `GPT2Tokenizer` (their GGUF export stopped on
+    'File not found: tokenizer.model'). The merge of a run whose copy lost both has the base's."""
+    import shutil
+
+    from families import tiny_family_dir
+    from mens.export.merge import keep_base_tokenizer_files, merge_run
+
+    base = tmp_path / "phi-base"
+    shutil.copytree(tiny_family_dir("phi3"), base)
+    config = json.loads((base / "tokenizer_config.json").read_text())
+    (base / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "GPT2Tokenizer"}))
+    (base / "tokenizer.model").write_bytes(b"the SentencePiece model, copied as it is")
+    run = make_adapter_run("merge-phi", base=base)
+    assert not (run / "tokenizer.model").exists()
+    assert json.loads((run / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+    merge_run(run, tmp_path / "merged", dtype="f32")
+    assert (tmp_path / "merged" / "tokenizer.model").read_bytes() == (base / "tokenizer.model").read_bytes()
+    assert json.loads((tmp_path / "merged" / "tokenizer_config.json").read_text())["tokenizer_class"] == "GPT2Tokenizer"
+    # a base with another vocabulary (a tokenizer the run trained) gives nothing
+    tok = json.loads((base / "tokenizer.json").read_text())
+    tok["model"]["vocab"]["<|new|>"] = len(tok["model"]["vocab"])
+    (base / "tokenizer.json").write_text(json.dumps(tok))
+    (tmp_path / "merged" / "tokenizer.model").unlink()
+    keep_base_tokenizer_files(tmp_path / "merged", [str(base)])
+    assert not (tmp_path / "merged" / "tokenizer.model").exists()

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from families import FAMILIES, WINDOW, tiny_family_dir
 from mens.evaluate.bench import bench_callback, pass_at_k, score_bench, score_sample, stub_reason
 from mens.evaluate.tasks import BenchTask
 
@@ -185,3 +186,27 @@ def test_bench_with_its_base_records_what_the_fine_tune_lost_and_gained(tmp_path
     code, _, err = run_cli("bench", "--model", tiny_model_dir, "--base", tmp_path / "missing", *common)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "missing" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_bench_answers_as_generate_does_for_every_family(family):
+    """bench's left-padded batch with a static KV cache (bench._generate) answers, greedy, what
+    `generate` answers for each prompt alone with its default cache, for every family: Gated
+    DeltaNet states (Qwen3.5, Qwen3-Next) and prompts longer than the window of 16 included."""
+    import torch
+
+    from mens.chat_template import chat_prompt, stop_token_ids
+    from mens.evaluate.bench import generate
+    from mens.inference import load_model
+
+    model, tok, _ = load_model(tiny_family_dir(family), device="cpu")
+    prompts = ["Write a Vox function that adds two numbers, and explain how match works in Vox.", "fn"]
+    got = generate(model, tok, prompts, max_new_tokens=8)
+    stop = stop_token_ids(model, tok)
+    for prompt, [answer] in zip(prompts, got):
+        ids = tok(chat_prompt(tok, prompt, None), return_tensors="pt", add_special_tokens=False)
+        assert ids.input_ids.shape[1] > WINDOW
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=8, do_sample=False, eos_token_id=stop,
+                                 pad_token_id=tok.pad_token_id)
+        assert answer == tok.decode(out[0, ids.input_ids.shape[1]:], skip_special_tokens=True)

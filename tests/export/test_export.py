@@ -73,12 +73,17 @@ def test_modelfile_chatml(tiny_tokenizer_dir):
 
 def test_pretokenizer_fallback(tiny_model_dir, tmp_path):
     """GPT-2's byte-level regex → gpt-2; transformers re-saves a Qwen2 tokenizer with Qwen2's
-    Split regex → qwen2 (llama.cpp's names); an unknown split → None (the converter decides)."""
+    Split regex → qwen2, and a Qwen3.5-MoE one with Qwen3.5's → qwen35 (llama.cpp's names; that
+    family's GGUF export stopped on 'pre-tokenizer was not recognized'); an unknown split → None
+    (the converter decides)."""
     from transformers import AutoTokenizer
 
+    from families import tiny_family_dir
     from mens.export.gguf import pretokenizer_fallback
 
     assert pretokenizer_fallback(tiny_model_dir) == "gpt-2"
+    AutoTokenizer.from_pretrained(tiny_family_dir("qwen3.5-moe")).save_pretrained(tmp_path / "q35")
+    assert pretokenizer_fallback(tmp_path / "q35") == "qwen35"
     AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path / "q")   # a Qwen2Tokenizer now
     assert pretokenizer_fallback(tmp_path / "q") == "qwen2"
     tok = json.loads((tmp_path / "q" / "tokenizer.json").read_text())

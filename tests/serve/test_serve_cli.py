@@ -26,8 +26,12 @@ def test_mens_serve_command_answers_the_openai_client(make_adapter_run):
         stream = client.chat.completions.create(model="mine", messages=[{"role": "user", "content": "hi"}],
                                                 max_tokens=5, stream=True)
         assert sum(1 for c in stream if c.choices and c.choices[0].finish_reason) == 1
+        proc.terminate()   # SIGTERM (kill, systemd, docker stop) leaves as Ctrl+C does: exit 130, as README says
+        assert proc.wait(timeout=20) == 130
+        out = proc.stdout.read()
+        assert "(cpu, batch ≤ 8)" in out and out.rstrip().endswith("mens: interrupted"), out
     finally:
-        proc.terminate()
+        proc.kill()
         proc.wait(timeout=20)
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mens.errors import MensError
-from mens.progress import say
+from mens.progress import say, warn
 
 _CONVERTER_OUTTYPE = {"f16": "f16", "q8_0": "q8_0", "q4_k_m": "f16"}  # q4_k_m: f16 first, then llama.cpp quantizes
 
@@ -134,6 +134,7 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
     check_export_args(source, out, quant, lora_gguf, ollama_dir, upstream_model_id)
     upstream = upstream_id(source, upstream_model_id)
     gguf.converter_dir()                          # fetched (or a clear error) before the merge
+    gguf.check_converts(source if (source / "config.json").is_file() else Path(adapter_base(source)))
     if quant == "q4_k_m" and importlib.util.find_spec("llama_cpp") is None:
         raise MensError("--quant q4_k_m needs llama.cpp's quantizer (llama-cpp-python)", "--quant",
                         "pip install 'mens[export]', or use --quant q8_0 or f16")
@@ -157,8 +158,11 @@ def export(source: str | Path, out: str | Path, *, quant: str = "f16", lora_gguf
             gguf.quantize(converted, tmp / "quantized.gguf", quant)
             converted = tmp / "quantized.gguf"
         eot = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in stops else (ids[0] if ids else None)
+        window, note = gguf.window_metadata(merged, gguf.read_info(converted))
+        if note:
+            warn(note)
         final = tmp / "final.gguf"
-        if not gguf.embed_chat(converted, final, tokenizer.chat_template, eot):
+        if not gguf.rewrite_metadata(converted, final, tokenizer.chat_template, eot, window):
             final = converted
         info = gguf.read_info(final)
         if lora_gguf is not None:

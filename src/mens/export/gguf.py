@@ -118,12 +118,15 @@ _SPLIT_PRETOKENIZERS = {
     r"\s+(?!\S)|\s+": "qwen2",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
     r"\s+(?!\S)|\s+": "llama-bpe",
+    # Qwen3.5's (transformers' Qwen3_5Tokenizer writes it whatever the vocabulary): letters with their marks
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+": "qwen35",
 }
 
 
 def pretokenizer_fallback(model_dir: str | Path) -> str | None:
     """The llama.cpp pre-tokenizer that splits text exactly as this tokenizer.json does — `gpt-2`
-    for a lone ByteLevel with its regex, `qwen2`/`llama-bpe` for their Split regexes — so a
+    for a lone ByteLevel with its regex, `qwen2`/`llama-bpe`/`qwen35` for their Split regexes — so a
     vocabulary the converter has no fingerprint for (one trained by mens or a user) still
     converts; None when mens cannot tell (the converter's own check then decides)."""
     path = Path(model_dir) / "tokenizer.json"
@@ -142,9 +145,10 @@ def pretokenizer_fallback(model_dir: str | Path) -> str | None:
 
 # ---------------------------------------------------------------- convert, quantize, read back
 
-def _run_converter(conv: Path, script: str, args: list[str], pre: str | None, what: str) -> None:
+def _run_converter(conv: Path, script: str, args: list[str], pre: str | None, what: str,
+                   no_mtp: bool = False) -> None:
     cmd = [sys.executable, "-m", "mens.export.convert_runner", str(conv), script]
-    cmd += (["--pre", pre] if pre else []) + ["--"] + args
+    cmd += (["--pre", pre] if pre else []) + (["--no-mtp"] if no_mtp else []) + ["--"] + args
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
@@ -160,14 +164,30 @@ def _run_converter(conv: Path, script: str, args: list[str], pre: str | None, wh
 
 
 def convert(model_dir: Path, out: Path, outtype: str) -> None:
-    """`convert_hf_to_gguf.py MODEL --outfile OUT --outtype f16|q8_0|f32`."""
+    """`convert_hf_to_gguf.py MODEL --outfile OUT --outtype f16|q8_0|f32`, for a model transformers
+    saved (mens merge), so without multi-token-prediction weights (convert_runner's --no-mtp)."""
     why = gguf_tokenizer_kind(model_dir)
     if why:
         raise MensError(f"cannot export to GGUF: {why}", str(model_dir),
                         "train the scratch model with --scratch-vocab N (a byte-level BPE), or fine-tune a "
                         "Llama/Qwen2/GPT-2 base")
     _run_converter(converter_dir(), CONVERTER, [str(model_dir), "--outfile", str(out), "--outtype", outtype],
-                   pretokenizer_fallback(model_dir), "the model")
+                   pretokenizer_fallback(model_dir), "the model", no_mtp=True)
+
+
+def check_converts(model_dir: Path) -> None:
+    """Refuse, in one line naming the family, a model whose architecture llama.cpp's converter has
+    no class for — asked of the converter's own registry, before anything is merged."""
+    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    arch = (cfg.get("architectures") or [None])[0]
+    if arch is None:
+        return   # nothing to ask by: the converter decides
+    proc = subprocess.run([sys.executable, "-m", "mens.export.convert_runner", str(converter_dir()), "--supports",
+                           arch], capture_output=True, text=True)
+    if proc.returncode == 4:
+        raise MensError(f"cannot export {cfg.get('model_type', arch)} models to GGUF: llama.cpp's converter has "
+                        f"no support for {arch}", str(model_dir),
+                        "serve it with `mens serve` (its own engine) instead; see docs/export.md")
 
 
 def convert_lora(adapter_dir: Path, base_dir: Path, out: Path, upstream_model_id: str | None = None) -> None:
@@ -228,6 +248,8 @@ class GGUFInfo:
     eos_id: int | None
     eot_id: int | None
     tokens: list[str]
+    context_length: int | None = None
+    sliding_window: int | None = None
 
 
 def read_info(path: str | Path) -> GGUFInfo:
@@ -240,19 +262,69 @@ def read_info(path: str | Path) -> GGUFInfo:
         field = reader.get_field(key)
         return None if field is None else field.contents()
 
-    return GGUFInfo(arch=value("general.architecture"), file_type=value("general.file_type"),
+    arch = value("general.architecture")
+    return GGUFInfo(arch=arch, file_type=value("general.file_type"),
                     chat_template=value("tokenizer.chat_template"), eos_id=value("tokenizer.ggml.eos_token_id"),
-                    eot_id=value("tokenizer.ggml.eot_token_id"), tokens=list(value("tokenizer.ggml.tokens") or []))
+                    eot_id=value("tokenizer.ggml.eot_token_id"), tokens=list(value("tokenizer.ggml.tokens") or []),
+                    context_length=value(f"{arch}.context_length"),
+                    sliding_window=value(f"{arch}.attention.sliding_window"))
 
 
-def embed_chat(src: Path, dst: Path, chat_template: str, eot_id: int | None) -> bool:
-    """Copy `src` to `dst` with the chat template and end-of-turn token set (gguf's own
-    gguf_new_metadata); False (nothing written) when the file already says both."""
+# ---------------------------------------------------------------- sliding windows in llama.cpp
+
+# llama.cpp architectures whose runtime attends within `{arch}.attention.sliding_window` on the
+# layers the file marks, each proven by its family's test (tests/export/test_export_families.py).
+# The others attend to every token: llama (Mistral's converter class), starcoder2, and phi3,
+# whose window llama.cpp turns off.
+WINDOWED_ARCHS = frozenset({"gemma2", "gemma3", "gpt-oss"})
+
+
+def sliding_layers(config) -> tuple[int | None, list[bool]]:
+    """(the window, which layers attend within it) as transformers builds the model's cache;
+    (None, []) for a model without a window."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    layers = DynamicCache(config=config).layers
+    sliding = [isinstance(layer, DynamicSlidingWindowLayer) for layer in layers]
+    windows = {layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)}
+    return (min(windows) if windows else None), (sliding if windows else [])
+
+
+def window_metadata(model_dir: Path, info: GGUFInfo) -> tuple[dict, str | None]:
+    """The metadata that keeps the model's sliding window right in llama.cpp → ({key: value},
+    a warning or None). Where llama.cpp keeps windows: which layers slide, from the model's
+    config (the converter leaves that to llama.cpp's guess per family — every sixth layer full
+    for Gemma 3 —, which a model with another layout does not follow). Elsewhere a window
+    shorter than the context cannot be kept, so the context is cut to the window: within it,
+    attending to every token is the same math."""
+    from gguf import GGUFValueType
+    from gguf.scripts.gguf_new_metadata import MetadataDetails
+    from transformers import AutoConfig
+
+    window, sliding = sliding_layers(AutoConfig.from_pretrained(model_dir))
+    if window is None:
+        return {}, None
+    if info.arch in WINDOWED_ARCHS:
+        pattern = MetadataDetails(GGUFValueType.ARRAY, sliding, sub_type=GGUFValueType.BOOL)
+        return {f"{info.arch}.attention.sliding_window_pattern": pattern}, None
+    if info.context_length is None or info.context_length <= window:
+        return {}, None
+    return ({f"{info.arch}.context_length": MetadataDetails(GGUFValueType.UINT32, window)},
+            f"export: warning: llama.cpp's {info.arch} models attend to every token, not within this model's "
+            f"sliding window of {window}: the GGUF's context is cut to {window} tokens (was "
+            f"{info.context_length}), where both are the same")
+
+
+def rewrite_metadata(src: Path, dst: Path, chat_template: str, eot_id: int | None, extra: dict) -> bool:
+    """Copy `src` to `dst` with the chat template and end-of-turn token set, and the `extra`
+    keys (window_metadata) — gguf's own gguf_new_metadata; False (nothing written) when the
+    file already says all of it."""
     import gguf
     from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
 
     info = read_info(src)
-    new: dict = {}
+    new = dict(extra)
     if info.chat_template != chat_template:
         new[gguf.Keys.Tokenizer.CHAT_TEMPLATE] = MetadataDetails(gguf.GGUFValueType.STRING, chat_template)
     if eot_id is not None and eot_id not in (info.eot_id, info.eos_id):

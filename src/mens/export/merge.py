@@ -148,6 +148,7 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
         tmp.mkdir()
         merged.save_pretrained(tmp, max_shard_size=max_shard_size)
         tokenizer.save_pretrained(tmp)
+        keep_base_tokenizer_files(tmp, [str(run), base, *_manifest_base(manifest)])
         saved = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
         report.max_logit_diff_saved = _max_diff(reference, _logits(saved, tokenizer, prompts))
         report.shards = sorted(p.name for p in tmp.glob("*.safetensors"))
@@ -160,6 +161,53 @@ def merge_run(run: str | Path, out: str | Path, *, dtype: str = "bf16", max_shar
         write_json_atomic(tmp / "merge_report.json", asdict(report))
         write_checksums(tmp)  # every later load checks them (mens.hf.verify_checksums)
     return report
+
+
+def _manifest_base(manifest: dict) -> list[str]:
+    base = manifest.get("base_model")
+    return [v for v in (base.get("path"), base.get("id")) if v] if isinstance(base, dict) else []
+
+
+def _source_file(source: str, name: str) -> Path | None:
+    """`name` in a local model folder, or in the Hub cache for a Hub id (never fetched)."""
+    if Path(source).is_dir():
+        return Path(source) / name if (Path(source) / name).is_file() else None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(source, name)
+    except ValueError:  # not a valid Hub id either
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def _vocab(tokenizer_json: Path | None) -> dict | list | None:
+    return json.loads(tokenizer_json.read_text(encoding="utf-8")).get("model", {}).get("vocab") if tokenizer_json \
+        else None
+
+
+def keep_base_tokenizer_files(out: Path, sources: list[str]) -> None:
+    """Put back what transformers 5's tokenizer.save_pretrained leaves out of the base's tokenizer,
+    from the first source (run, base) with the same vocabulary: the SentencePiece model
+    (`tokenizer.model`), which llama.cpp's converter reads for Gemma 2, Phi-3 and the other
+    SentencePiece families (it stopped on 'File not found: tokenizer.model'), and the tokenizer
+    class the base names where transformers wrote its generic `TokenizersBackend` (the converter
+    takes Phi-4's vocabulary as GPT-2's only by the name `GPT2Tokenizer`)."""
+    vocab = _vocab(out / "tokenizer.json")
+    config_path = out / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    for source in dict.fromkeys(sources):
+        source_json = _source_file(source, "tokenizer.json")
+        if source_json is not None and _vocab(source_json) != vocab:
+            continue   # another vocabulary (a tokenizer the run trained): nothing of it applies
+        sentencepiece = _source_file(source, "tokenizer.model")
+        if sentencepiece is not None and not (out / "tokenizer.model").is_file():
+            shutil.copyfile(sentencepiece, out / "tokenizer.model")
+        source_config = _source_file(source, "tokenizer_config.json")
+        named = json.loads(source_config.read_text(encoding="utf-8")).get("tokenizer_class") if source_config else None
+        if named and named != "TokenizersBackend" and config.get("tokenizer_class") == "TokenizersBackend":
+            config["tokenizer_class"] = named
+            config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def check_merge_args(run: Path, out: Path, max_shard_size: str) -> None:

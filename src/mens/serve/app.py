@@ -81,7 +81,8 @@ def build_app(engine: Engine, models: dict[str, str | None], *, api_key: str | N
                             status_code=500)
 
     def model_card(name: str) -> dict:
-        return {"id": name, "object": "model", "created": created, "owned_by": "mens"}
+        return {"id": name, "object": "model", "created": created, "owned_by": "mens",
+                "batching": getattr(engine, "batching", "continuous")}
 
     def unknown_model(name: str) -> APIError:
         return APIError(404, f"The model '{name}' does not exist; served: {', '.join(models)}.",

@@ -65,7 +65,7 @@ def register(sub) -> None:
     add_flag(s, "--device", default="auto", help="auto, cpu, cuda, cuda:1 …")
     add_flag(s, "--dtype", type=dtype_value, metavar="{bf16,fp16,fp32}",
              help="default: fp32 on CPU, bf16 on CUDA (f16 and f32 read as fp16 and fp32)")
-    s.set_defaults(func=_serve)
+    s.set_defaults(func=_serve_until_stopped)
 
 
 def parse_adapters(items: list[str]) -> dict[str, str]:
@@ -88,6 +88,16 @@ def check_llamacpp_args(args: argparse.Namespace, adapters: dict[str, str]) -> N
         if given:
             raise MensError(f"{flag} is not available with --engine llamacpp", flag,
                             f"{fix} (leave {flag} out, or serve with --engine hf)")
+
+
+def _serve_until_stopped(args: argparse.Namespace) -> int:
+    """SIGTERM (`kill`, systemd, docker stop) leaves as Ctrl+C does, exit 130: while the model
+    loads, and while serving — uvicorn shuts down gracefully, puts our handler back and raises
+    the signal again, which then raises here."""
+    from mens.corpus.parallel import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _serve(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -150,6 +160,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         warn(f"serve: warning: listening on {args.host} without --api-key — anyone who can reach it can use it")
     host, port = sock.getsockname()[:2]
+    if getattr(engine, "one_at_a_time", None):   # never a silent difference: say the exact fallback is in use
+        how += f"; {engine.batching}"
     say(f"serving {', '.join(engine.models)} on http://{host}:{port}/v1 ({engine.device}, {how})")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:

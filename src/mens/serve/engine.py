@@ -9,6 +9,12 @@ trimmed. Positions come from the attention mask, so padding never shifts a seque
 
 Several adapters over one base share a batch: PEFT's mixed-batch LoRA takes one adapter name
 per row (`__base__` for none). Tokens are streamed per sequence through the request's `sink`.
+
+The cache is built from the model's config (serve/batch_cache.py: full, sliding-window and
+linear-attention layers). A model whose cache the engine cannot join and cut exactly is served
+one request at a time (`batching` says so, as do the startup line and /v1/models): its choices
+decode together from one unpadded prompt, and a finished choice rides along until the last one
+ends, so no row is ever inserted or removed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 
 from mens.chat_template import stop_token_ids
 from mens.progress import say
+from mens.serve.batch_cache import join, keep_rows, new_cache, row_batching
 from mens.serve.requests import EngineStopped, QueueFull, Request, Seq
 
 
@@ -33,6 +40,9 @@ class Engine:
         self.cache_kwarg = _cache_kwarg(model)
         self.context_window = context_window
         self.max_batch, self.queue_size = max_batch, queue_size
+        self.one_at_a_time = row_batching(model.config)   # None, or why rows cannot be joined and cut
+        self.batching = "continuous" if self.one_at_a_time is None else \
+            f"one request at a time: {self.one_at_a_time}"
         self.grammar = grammar                    # a serve.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
@@ -144,8 +154,8 @@ class Engine:
                 continue
             if admitted:
                 try:
-                    new_cache, new_mask = self._prefill(admitted)
-                    cache, mask = _join(cache, mask, new_cache, new_mask)
+                    fresh_cache, fresh_mask = self._prefill(admitted)
+                    cache, mask = join(cache, mask, fresh_cache, fresh_mask)
                     running += admitted
                 except Exception as exc:
                     self._fail(admitted, exc)
@@ -179,7 +189,7 @@ class Engine:
                 self._waiting.popleft()
                 continue
             n = req.sampling.n
-            if n_running + len(out) + n > self.max_batch and (n_running or out):
+            if (n_running or out) and (self.one_at_a_time or n_running + len(out) + n > self.max_batch):
                 break
             self._waiting.popleft()
             try:
@@ -199,8 +209,6 @@ class Engine:
             return self.model(use_cache=True, logits_to_keep=1, **kwargs)
 
     def _prefill(self, seqs: list[Seq]):
-        from transformers import DynamicCache
-
         width = max(len(s.req.prompt_ids) for s in seqs)
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -209,7 +217,7 @@ class Engine:
             ids[row, width - len(p):] = torch.tensor(p)
             mask[row, width - len(p):] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
+        cache = new_cache(self.model.config)
         out = self._forward(seqs, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                             position_ids=positions.to(self.device), **{self.cache_kwarg: cache},
                             cache_position=torch.arange(width, device=self.device))
@@ -218,7 +226,7 @@ class Engine:
         return _cache_of(out), mask.to(self.device)
 
     def _decode_step(self, seqs: list[Seq], cache, mask):
-        ids = torch.tensor([[s.pending] for s in seqs], device=self.device)
+        ids = torch.tensor([[self.pad_id if s.pending is None else s.pending] for s in seqs], device=self.device)
         positions = mask.sum(-1, keepdim=True)
         mask = torch.cat([mask, torch.ones((len(seqs), 1), dtype=mask.dtype, device=mask.device)], dim=1)
         out = self._forward(seqs, input_ids=ids, attention_mask=mask, position_ids=positions,
@@ -232,20 +240,15 @@ class Engine:
         return _cache_of(out), mask
 
     def _retire(self, seqs: list[Seq], cache, mask):
-        """Drop finished or cancelled rows from the batch and trim all-padding columns."""
+        """Drop finished or cancelled rows from the batch and trim all-padding columns. One request
+        at a time: its finished rows ride along (never sampled again) until the last one ends."""
         keep = [i for i, s in enumerate(seqs) if s.finish is None and not s.req.cancelled]
-        self.stats["cancelled"] += sum(1 for s in seqs if s.finish is None and s.req.cancelled)
-        if len(keep) == len(seqs):
+        if len(keep) == len(seqs) or (keep and self.one_at_a_time):
             return seqs, cache, mask
+        self.stats["cancelled"] += sum(1 for s in seqs if s.finish is None and s.req.cancelled)
         if not keep:
             return [], None, None
-        idx = torch.tensor(keep, device=mask.device)
-        mask = mask[idx]
-        first = int((mask.sum(0) > 0).nonzero()[0])
-        mask = mask[:, first:]
-        for layer in cache.layers:
-            layer.keys = layer.keys[idx, :, first:]
-            layer.values = layer.values[idx, :, first:]
+        cache, mask = keep_rows(cache, mask, keep)
         return [seqs[i] for i in keep], cache, mask
 
     # ------------------------------------------------------------------ sampling and streaming
@@ -254,7 +257,7 @@ class Engine:
         logits = logits.float().cpu()
         greedy = logits.argmax(-1).tolist()
         for row, s in enumerate(seqs):
-            if s.req.cancelled:
+            if s.req.cancelled or s.finish is not None:   # a finished row riding along (one request at a time)
                 continue
             try:
                 sp = s.req.sampling
@@ -311,30 +314,6 @@ def _generator(seed: int | None, choice: int) -> torch.Generator | None:
     if seed is None:
         return None
     return torch.Generator(device="cpu").manual_seed((seed + choice) % 2**64)
-
-
-def _join(cache, mask, new_cache, new_mask):
-    """Concatenate two batches' KV caches along the batch, left-padding the shorter one.
-
-    All or nothing: every joined tensor is built before the running cache is touched, so a
-    failure part-way (out of memory on a GPU) leaves the running batch as it was and fails only
-    the newcomers (the serving loop's promise)."""
-    if cache is None:
-        return new_cache, new_mask
-    a, b = mask.shape[1], new_mask.shape[1]
-    width = max(a, b)
-
-    def pad(t: torch.Tensor, n: int) -> torch.Tensor:  # left-pad dim -2 (keys/values) with zeros
-        return t if n == 0 else torch.cat([t.new_zeros(*t.shape[:-2], n, t.shape[-1]), t], dim=-2)
-
-    joined = [(torch.cat([pad(old.keys, width - a), pad(new.keys, width - b)], dim=0),
-               torch.cat([pad(old.values, width - a), pad(new.values, width - b)], dim=0))
-              for old, new in zip(cache.layers, new_cache.layers)]
-    mask = torch.cat([torch.nn.functional.pad(mask, (width - a, 0)),
-                      torch.nn.functional.pad(new_mask, (width - b, 0))], dim=0)
-    for layer, (keys, values) in zip(cache.layers, joined):
-        layer.keys, layer.values = keys, values
-    return cache, mask
 
 
 # Nucleus sampling looks at the likeliest NUCLEUS_CANDIDATES ids first: sorting all of a 151,936-id
