@@ -4,7 +4,7 @@ window of 16 wherever the family has one (so that window effects show at seq 128
 
 `FAMILIES` is the table (name → `Family`); `tiny_family_dir(name)` builds a family once per
 process into a local model directory as a user has it (config.json, safetensors, tokenizer) and
-returns its path. Adding a family is one row here; the family tests (tests/train/test_families.py)
+returns its path. Adding a family is one row here; the family tests (tests/train/test_train_families.py)
 and docs/training.md's family table pick it up.
 """
 

@@ -169,7 +169,7 @@ def test_cli_lang_option_strict_and_bad_name(tmp_path, write_jsonl, run_cli, cap
     assert not other.exists()
     with pytest.raises(SystemExit) as exit_:
         run_cli("corpus", "validate", "--help")
-    assert exit_.value.code == 0 and "--lang NAME" in capsys.readouterr().out
+    assert exit_.value.code == 0 and "--lang LANG" in capsys.readouterr().out
 
 
 def test_pool_matches_serial_with_lang_option(tmp_path, write_jsonl, monkeypatch):

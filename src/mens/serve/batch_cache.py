@@ -30,7 +30,7 @@ from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, Du
 
 # Linear-attention families whose left-padded prefill equals one row on its own (the model zeroes
 # padded positions before its convolution and recurrence: transformers' create_recurrent_attention_mask),
-# proven family by family in tests/serve/test_families.py. The next family: one entry and one test row.
+# proven family by family in tests/serve/test_serve_families.py. The next family: one entry and one test row.
 EXACT_PADDED_LINEAR = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 
 

@@ -7,7 +7,7 @@ modules), why. `apply_levers` runs them in order and records both in the speed p
 manifest's `speed.patched` and `speed.off`). A lever that would change a model's numbers is
 never applied there: the rules below decide per module (a norm or MLP is probed against the
 module's own forward), per attention call (`kernels.plain_causal`) or per device, and the
-family tests (tests/train/test_families.py) check every family of tests/families.py against
+family tests (tests/train/test_train_families.py) check every family of tests/families.py against
 plain transformers. Adding a lever: a function and one `Lever` row; the kernels are in
 `mens.train.kernels`, what each bought in docs/performance.md ("The levers, measured").
 """

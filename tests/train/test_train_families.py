@@ -9,7 +9,7 @@
   (TRAINED: windows and soft-capping, recurrent layers, MoE with windows and sinks): each trains
   a step whose loss is plain transformers' over the same examples; QLoRA says what it quantised;
 - docs/training.md's family table is what these rules give (`PYTHONPATH=src:tests python
-  tests/train/test_families.py` writes it).
+  tests/train/test_train_families.py` writes it).
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def test_mens_train_qlora_lora_full(name, family_data, tmp_path, caplog):
 
 # ---------------------------------------------------------------- docs/training.md's family table
 
-TABLE_START = "<!-- family table: tests/train/test_families.py -->"
+TABLE_START = "<!-- family table: tests/train/test_train_families.py -->"
 TABLE_END = "<!-- end of family table -->"
 
 
@@ -239,10 +239,10 @@ def test_docs_family_table_is_what_the_rules_give():
     text = DOCS.read_text()
     assert TABLE_START in text and TABLE_END in text, "docs/training.md lost its family table"
     written = text[text.index(TABLE_START):text.index(TABLE_END) + len(TABLE_END)]
-    assert written == family_table(), "docs/training.md's family table is stale: `python tests/train/test_families.py`"
+    assert written == family_table(), "docs/training.md's family table is stale: `python tests/train/test_train_families.py`"
 
 
-if __name__ == "__main__":  # PYTHONPATH=src:tests python tests/train/test_families.py
+if __name__ == "__main__":  # PYTHONPATH=src:tests python tests/train/test_train_families.py
     text = DOCS.read_text()
     start, end = text.index(TABLE_START), text.index(TABLE_END) + len(TABLE_END)
     DOCS.write_text(text[:start] + family_table() + text[end:])
