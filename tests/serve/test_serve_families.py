@@ -78,8 +78,8 @@ def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]
 
 
 # Qwen3-MoE's second joined row leaves after the running one (done == [1, 0, 2]) on main at the
-# merge of 2026-11-28: open in issue 35, not hidden — the answers themselves are still compared
-# in the family's other tests (bench, merge).
+# merge of 2026-11-28 (on the bases-serve branch alone too): open in issue 35, to be fixed, not
+# a pass — xfail, not strict, so the day it passes shows as XPASS.
 _OPEN = {"qwen3-moe": "joined rows leave after the running row (issue 35, open)"}
 
 
