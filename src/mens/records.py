@@ -47,6 +47,11 @@ for tool use), or a plain `text` trained on every token."""
     metadata: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def chars(self) -> int:
+        """How long the example is in characters: its prompt and response, turns or text."""
+        turns = sum(len(str(m.get("content") or "")) for m in self.messages or [])
+        return len(self.prompt) + len(self.response) + turns + len(self.text or "") + len(self.system or "")
+
     @classmethod
     def from_dict(cls, obj: Any, where: str = "pair") -> "Pair":
         """Validate one JSON object against the contract; errors name `where` (file:line)."""

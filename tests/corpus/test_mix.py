@@ -66,6 +66,16 @@ def test_lanes_sample_rate_and_no_shuffle(tmp_path, sources):
     assert mix(cfg).counts["output_rows"] == 200
 
 
+def test_max_chars_drops_the_rows_a_training_window_would_cut(tmp_path, write_jsonl):
+    write_jsonl("long.jsonl", [{"prompt": "p" * 10, "response": "r" * n} for n in (5, 20, 90)]
+                + [{"messages": [{"role": "user", "content": "u" * 50}, {"role": "assistant", "content": "a" * 60}]}])
+    report = mix(config(tmp_path, "sources: [{path: long.jsonl, max_chars: 30}]\noutput: t.jsonl\n"))
+    assert sorted(len(r["response"]) for r in rows(tmp_path / "t.jsonl")) == [5, 20]
+    assert report.counts["output_rows"] == 2 and report.dropped["too_long"] == 2
+    saved = json.loads((tmp_path / "t.mix_report.json").read_text())
+    assert saved["sources"][0]["max_chars"] == 30 and "100 characters, over max_chars 30" in json.dumps(saved)
+
+
 def test_missing_source_fails_unless_allowed(tmp_path, sources, run_cli):
     cfg = config(tmp_path, "sources: [a.jsonl, nope.jsonl]\noutput: t.jsonl\n")
     code, _, err = run_cli("corpus", "mix", "--config", cfg)
@@ -86,6 +96,7 @@ def test_missing_source_fails_unless_allowed(tmp_path, sources, run_cli):
     ("sources: [a.jsonl]\noutput: t.jsonl\nseeed: 1", "unknown key"),
     ("sources: [a.jsonl]\noutput: t.jsonl\nseed: x", "'seed'"),
     ("sources: [{path: a.jsonl, record_format: csv}]\noutput: t.jsonl", "record_format"),
+    ("sources: [{path: a.jsonl, max_chars: 0}]\noutput: t.jsonl", "'max_chars' must be a whole number"),
     ("sources: [a.jsonl\n", "not valid YAML"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, sources, text, message):

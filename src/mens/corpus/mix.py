@@ -4,7 +4,7 @@
     mix_pairs(cfg: MixConfig, *, allow_missing=False, lenient=False, output=None) -> Report
     load_config(config_path) -> MixConfig        parse_config(raw, base, where) -> MixConfig
 
-mix.yaml: `sources: [{path, weight=1.0, optional=false, sample_rate?, record_format?}]`, `output`,
+mix.yaml: `sources: [{path, weight=1.0, optional=false, sample_rate?, record_format?, max_chars?}]`, `output`,
 `seed`, `include_lanes`, `exclude_lanes`, `shuffle=true`. Relative paths are relative to the
 config file's folder; a `path` ending in `.parquet` is read with pyarrow, and `hf:ORG/NAME[:SPLIT]`
 is a Hub dataset read with `datasets` (online only). `record_format` is `auto` (each file's first
@@ -12,6 +12,9 @@ row decides) or one of `mens.formats.FORMATS`; every row of a source must be in 
 and is written out in the pair contract. A weight of 2.5 emits each row 2 or 3 times (floor plus a seeded Bernoulli
 draw; at most 100), so the expected share is exact and the output reproducible. Strict by default: a missing
 non-optional source or a malformed row fails the mix (`allow_missing` / `lenient` relax that).
+A source's `max_chars` drops its rows longer than that (prompt and response, turns or text) (counted as
+`too_long`): a row cut to fit the training window loses its end, and with it the end-of-turn a
+model learns to stop at.
 A caller that already holds the spec (`mens pipeline`) builds a `MixConfig` with `parse_config`
 and calls `mix_pairs`, with no YAML in between. The report `<output stem>.mix_report.json`
 records the spec in its fingerprint and lists per source: path, fingerprint, input rows,
@@ -41,7 +44,7 @@ RECORD_FORMATS = ("auto", *FORMATS)
 # Each row is emitted about `weight` times: a weight of 1e9 (a typo) would exhaust the memory
 # before anything is written. 100 copies of a row is already far past any useful mix.
 MAX_WEIGHT = 100.0
-_SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format"}
+_SOURCE_KEYS = {"path", "weight", "optional", "sample_rate", "record_format", "max_chars"}
 _TOP_KEYS = {"sources", "output", "seed", "include_lanes", "exclude_lanes", "shuffle"}
 
 
@@ -52,6 +55,7 @@ class MixSource:
     optional: bool = False
     sample_rate: float | None = None
     record_format: str = "auto"
+    max_chars: int | None = None  # rows longer than this (prompt + response) are dropped
 
 
 @dataclass
@@ -110,10 +114,12 @@ def parse_config(raw: Any, base: Path, where: str) -> MixConfig:
         fmt = src.get("record_format", "auto")
         if fmt not in RECORD_FORMATS:
             raise MensError(f"record_format must be one of {', '.join(RECORD_FORMATS)}", at, "fix mix.yaml")
-        rate = src.get("sample_rate")
+        rate, most = src.get("sample_rate"), src.get("max_chars")
+        if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+            raise MensError(f"'max_chars' must be a whole number of characters >= 1, got {most!r}", at, "fix mix.yaml")
         sources.append(MixSource(_join(base, src["path"]), _num(src.get("weight", 1.0), "weight", at, 0.0, MAX_WEIGHT),
                                  _flag(src.get("optional"), "optional", at, False),
-                                 None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt))
+                                 None if rate is None else _num(rate, "sample_rate", at, 0.0, 1.0), fmt, most))
     lanes = {}
     for key in ("include_lanes", "exclude_lanes"):
         value = raw.get(key) or []
@@ -168,7 +174,7 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
     hashes: dict[str, str] = dict(inputs or {})
     with progress("mix", total=len(cfg.sources)) as bar:
         for src in cfg.sources:
-            entry = {"path": str(src.path), "weight": src.weight, "fingerprint": None, "input_rows": 0,
+            entry = {"path": str(src.path), "weight": src.weight, "max_chars": src.max_chars, "fingerprint": None, "input_rows": 0,
                      "emitted_rows": 0, "share": 0.0, "skipped_reason": None}
             per_source.append(entry)
             bar.advance()
@@ -194,6 +200,9 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
                     continue
                 if not keep:
                     report.counts["sampled_out"] += 1
+                    continue
+                if src.max_chars is not None and (size := pair.chars()) > src.max_chars:
+                    report.drop("too_long", at, f"{size:,} characters, over max_chars {src.max_chars:,}")
                     continue
                 row = pair.to_dict()
                 rows.extend(row for _ in range(copies))
