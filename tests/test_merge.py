@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from families import FAMILIES, tiny_family_dir
 from paths import EXAMPLES
 
 
@@ -216,3 +217,13 @@ def test_the_merged_folder_keeps_the_base_tokenizer_files_llama_cpp_reads(make_a
     (tmp_path / "merged" / "tokenizer.model").unlink()
     keep_base_tokenizer_files(tmp_path / "merged", [str(base)])
     assert not (tmp_path / "merged" / "tokenizer.model").exists()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_merges_within_1e_5(make_adapter_run, family, tmp_path):
+    """A LoRA adapter on every linear layer of each family users fine-tune (tests/families.py),
+    folded and saved in fp32: the saved model's logits are the adapter model's within 1e-5."""
+    from mens.export.merge import merge_run
+
+    report = merge_run(make_adapter_run(f"merge-{family}", base=tiny_family_dir(family)), tmp_path / "m", dtype="f32")
+    assert report.max_logit_diff <= 1e-5 and report.max_logit_diff_saved <= 1e-5, report

@@ -1,8 +1,9 @@
 """The workarounds around llama.cpp's converter (mens.export.convert_runner) wrap
 `conversion.base.TextModel.get_vocab_base_pre`, set `conversion.base.ModelBase.no_mtp` (what the
 converter's --no-mtp sets, read by the families with MTP: Qwen3.5's among them) and ask
-`conversion.get_model_class` (NotImplementedError for a family it has no class for): this fails
-when the converter changes any of them. One child process, as the converter imports torch."""
+`conversion.get_model_class` (NotImplementedError for a family it has no class for); merge keeps
+a base's tokenizer class because Phi-3's converter tells Phi-4's GPT-2 vocabulary by it: this
+fails when the converter changes any of them. One child process, as the converter imports torch."""
 
 import inspect
 import subprocess
@@ -16,6 +17,7 @@ print(list(inspect.signature(base.TextModel.get_vocab_base_pre).parameters))
 mro = [c for c in get_model_class('Qwen3_5ForCausalLM').__mro__
        if c.__module__.startswith('conversion.') and c is not base.ModelBase]
 print(base.ModelBase.no_mtp, any('.no_mtp' in inspect.getsource(c) for c in mro))
+print('GPT2Tokenizer' in inspect.getsource(get_model_class('Phi3ForCausalLM').set_vocab))
 try:
     get_model_class('PhimoeForCausalLM')
 except NotImplementedError:
@@ -29,6 +31,6 @@ def test_converter_still_has_what_the_runner_relies_on(llama_cpp):
 
     out = subprocess.run([sys.executable, "-c", _PROBE, str(converter_dir())], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["['self', 'tokenizer']", "False True", "refused"]
+    assert out.stdout.splitlines() == ["['self', 'tokenizer']", "False True", "True", "refused"]
     assert "except NotImplementedError" in inspect.getsource(convert_runner.wrap_pre_tokenizer)
     assert "except NotImplementedError" in inspect.getsource(convert_runner.supports)

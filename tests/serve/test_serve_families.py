@@ -48,8 +48,10 @@ def _serve(model_dir, name: str) -> LiveServer:
 def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]) -> list[str]:
     """Start `long_ids` (16 tokens), and while it decodes queue `prompt_ids` (6 tokens each): they
     are prefilled together, left-padded, joined to the running row, and leave before it ends.
-    The engine thread is held inside the first token it streams until they are queued, so the
-    join happens on any machine. → each answer's text, the long one first."""
+    The engine thread is held inside the long answer's first token until they are queued, so the
+    join happens on any machine (held at the token, not at its text: a random model's first
+    tokens may be half characters, which the engine streams only once whole). → each answer's
+    text, the long one first."""
     from mens.serve.requests import Request, Sampling
 
     texts, done, held, gate = {}, [], threading.Event(), threading.Event()
@@ -57,14 +59,21 @@ def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]
     def sink(key, ev):
         if ev[0] == "delta":
             texts[key] = texts.get(key, "") + ev[2]
-            if key == 0 and not held.is_set():
-                held.set()
-                gate.wait(30)
         else:   # ("done", …) or ("error", message): a failed answer shows up as its error
             done.append(key)
             texts[key] = texts.get(key, "") + ("" if ev[0] == "done" else f"<{ev}>")
 
-    engine.submit(Request(long_ids, Sampling(max_tokens=16, temperature=0), lambda ev: sink(0, ev)))
+    long = Request(long_ids, Sampling(max_tokens=16, temperature=0), lambda ev: sink(0, ev))
+    accept = engine._accept
+
+    def accept_and_hold(seq, token):
+        accept(seq, token)
+        if seq.req is long and not held.is_set():
+            held.set()
+            gate.wait(30)
+
+    engine._accept = accept_and_hold
+    engine.submit(long)
     assert held.wait(60)
     engine.submit_all([Request(ids, Sampling(max_tokens=6, temperature=0), lambda ev, k=k: sink(k, ev))
                        for k, ids in enumerate(prompt_ids, 1)])
