@@ -86,15 +86,8 @@ def _join_while_running(engine, long_ids: list[int], prompt_ids: list[list[int]]
     return [texts.get(k, "") for k in range(1 + len(prompt_ids))]
 
 
-# Qwen3-MoE's second joined row leaves after the running one (done == [1, 0, 2]) on main at the
-# merge of 2026-11-28 (on the bases-serve branch alone too): open in issue 35, to be fixed, not
-# a pass — xfail, not strict, so the day it passes shows as XPASS.
-_OPEN = {"qwen3-moe": "joined rows leave after the running row (issue 35, open)"}
-
-
 @pytest.mark.slow   # a live server per family
-@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.xfail(reason=_OPEN[f], strict=False))
-                                    if f in _OPEN else f for f in FAMILIES])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_served_answers_equal_generate(family):
     """Rows joined to a running batch and dropped from it, then a streamed and a plain chat at
     once through the openai client: each answer is what `generate` answers for it alone."""
