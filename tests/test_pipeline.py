@@ -141,7 +141,7 @@ def test_grammar_change_forces_reextraction_and_model_skips_scratch(project, run
     monkeypatch.undo()
 
     # New mens code re-runs the stages built from it (here: the evaluate package), not the others.
-    import mens.pipeline.fingerprint as engine
+    import mens.fingerprint as engine
 
     real = engine.source_digest
     monkeypatch.setattr(engine, "source_digest",

@@ -15,6 +15,7 @@ import traceback
 
 from mens import __version__
 from mens.errors import GateFailure, MensError, edge_error
+from mens.flags import add_group  # noqa: F401 (the stage folders' cli modules take it from flags)
 from mens.library_noise import route as route_library_noise
 from mens.progress import configure as configure_progress
 
@@ -112,13 +113,6 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(err.format(), file=sys.stderr)
         return err.exit_code
-
-
-def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
-    """A command group such as `mens corpus …`; `mens corpus` alone prints its help."""
-    group = sub.add_parser(name, help=help, description=help)
-    group.set_defaults(func=None, _parser=group)
-    return group.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
 
 
 if __name__ == "__main__":

@@ -122,3 +122,10 @@ def add_flag(parser, *names: str, **kwargs) -> argparse.Action:
     for alias in aliases + legacy:
         target.add_argument(alias, dest=action.dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **hidden)
     return action
+
+
+def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
+    """A command group such as `mens corpus …`; `mens corpus` alone prints its help."""
+    group = sub.add_parser(name, help=help, description=help)
+    group.set_defaults(func=None, _parser=group)
+    return group.add_subparsers(dest=f"{name}_command", metavar="COMMAND")

@@ -221,7 +221,7 @@ def load_causal_lm(source: str, *, device, dtype, nf4: bool = False):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from mens.train.bnb_cpu import quiet_hub_kernel_notice
+    from mens.library_noise import quiet_hub_kernel_notice
 
     quiet_hub_kernel_notice()  # transformers' NF4 path and peft import bitsandbytes
     hf_logging.disable_progress_bar()

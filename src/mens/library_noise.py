@@ -58,3 +58,10 @@ def route(debug: bool) -> None:
         hf_logging.set_verbosity_warning() if debug else hf_logging.set_verbosity_error()
         if not debug:
             hf_logging.disable_progress_bar()
+
+
+def quiet_hub_kernel_notice() -> None:
+    """bitsandbytes warns at import, on CPUs with AVX512-BF16, that it cannot fetch an optional
+    kernel from the hub (`pip install kernels`); its fallback is the path it always had, so the
+    message only alarms users. Call before anything imports bitsandbytes."""
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)

@@ -1,6 +1,6 @@
 import json
 
-from mens.pipeline.fingerprint import file_hash, fingerprint_block, stage_fingerprint
+from mens.fingerprint import file_hash, fingerprint_block, stage_fingerprint
 from mens.corpus.stats import format_stats, stats
 from mens.lang import get_pack
 

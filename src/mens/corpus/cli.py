@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from mens.cli import add_group
+from mens.flags import add_group
 from mens.files import check_not_input
 from mens.flags import add_flag
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from mens.corpus.docs import doc_units
-from mens.pipeline.fingerprint import fingerprint_block, text_hash
+from mens.fingerprint import fingerprint_block, text_hash
 from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import Report, read_report
 from mens.corpus.units import Unit, read_units

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 
-from mens.pipeline.fingerprint import file_hash, fingerprint_block
+from mens.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
 from mens.errors import MensError, refuse_unknown_keys
 from mens.progress import progress

@@ -25,7 +25,7 @@ import random
 import re
 from pathlib import Path
 
-from mens.pipeline.fingerprint import fingerprint_block
+from mens.fingerprint import fingerprint_block
 from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import Report
 from mens.corpus.templates import (construct_prompt, display_name, doc_code_prompt, file_prompt,

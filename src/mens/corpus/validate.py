@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mens.pipeline.fingerprint import fingerprint_block, text_hash
+from mens.fingerprint import fingerprint_block, text_hash
 from mens.corpus.parallel import default_workers, process_pool
 from mens.corpus.report import MAX_EXAMPLES, Report
 from mens.corpus.safety import row_flags

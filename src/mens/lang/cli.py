@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mens.cli import add_group
+from mens.flags import add_group
 from mens.errors import GateFailure
 
 

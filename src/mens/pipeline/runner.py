@@ -9,7 +9,7 @@ judge the last of them.)
 Each stage declares its input paths, its parameters, the language packs it depends on and its
 outputs (`mens.pipeline.stages`). Before running a stage the engine fingerprints the inputs'
 contents, the parameters, the packs' `fingerprint()` and the source of the mens code that makes
-the outputs (`mens.pipeline.fingerprint`); when all of these equal what
+the outputs (`mens.fingerprint`); when all of these equal what
 `<work dir>/pipeline_state.json` recorded after the stage last succeeded, and the outputs still
 exist, the stage is skipped and says so. Otherwise it runs, and the reason is shown (no previous
 run, which input changed, a config or grammar change, a missing output). So a change to the
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mens.errors import GateFailure, MensError
-from mens.pipeline.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
+from mens.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
 from mens.files import hold_lock, release_lock, write_json_atomic
 from mens.progress import say
 
@@ -97,7 +97,7 @@ class StageOutcome:
 
 def fingerprint(ctx: Context, stage: Stage) -> dict[str, Any]:
     """The stage's fingerprint block now: its inputs (big files by size and mtime), params,
-    packs and code (`mens.pipeline.fingerprint`)."""
+    packs and code (`mens.fingerprint`)."""
     return fingerprint_block(input_hashes(stage.inputs(ctx), content_limit=CONTENT_HASH_LIMIT),
                              stage.params(ctx), stage.packs(ctx), code=stage.code)
 

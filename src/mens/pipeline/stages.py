@@ -186,7 +186,7 @@ def _eval(ctx: Context) -> dict[str, Any]:
 
 # The mens code each stage's outputs depend on (its fingerprint hashes their sources). The corpus
 # stages' reports carry fingerprint blocks, so the fingerprint module is part of their code.
-_CORPUS = ("mens.corpus", "mens.records", "mens.files", "mens.pipeline.fingerprint")
+_CORPUS = ("mens.corpus", "mens.records", "mens.files", "mens.fingerprint")
 _TRAIN = ("mens.train", "mens.records", "mens.files", "mens.hf", "mens.chat_template")
 _EVALUATE = ("mens.evaluate",)
 _RL = ("mens.rl", "mens.hf", "mens.chat_template", "mens.records", "mens.files")

@@ -12,14 +12,8 @@ bench on a finished run) keeps it, since it is faster there.
 
 from __future__ import annotations
 
-import logging
-
-
-def quiet_hub_kernel_notice() -> None:
-    """bitsandbytes warns at import, on CPUs with AVX512-BF16, that it cannot fetch an optional
-    kernel from the hub (`pip install kernels`); its fallback is the path it always had, so the
-    message only alarms users. Call before anything imports bitsandbytes."""
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+# Said by mens.library_noise (the base layer: mens.hf calls it too); named here for the backends.
+from mens.library_noise import quiet_hub_kernel_notice  # noqa: F401
 
 
 def keep_nf4_trainable(model) -> int:

@@ -30,7 +30,7 @@ from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASING
                                      made_up_entity, made_up_name)
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
-from mens.pipeline.fingerprint import fingerprint_block
+from mens.fingerprint import fingerprint_block
 from mens.progress import progress
 from mens.files import atomic_path
 from mens.records import Pair
