@@ -82,7 +82,7 @@ def test_incremental_reuses_unchanged_files_only(py_project, tmp_path):
 
 def test_incremental_reuses_nothing_after_the_unit_code_changed(py_project, tmp_path, monkeypatch):
     """After an upgrade of mens, a file's old units may not be what extract now makes of it."""
-    from mens.pipeline import fingerprint
+    from mens import fingerprint
 
     out = tmp_path / "u.jsonl"
     extract([py_project], out)

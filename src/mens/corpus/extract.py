@@ -26,13 +26,12 @@ from typing import Iterable
 
 from mens.corpus.docs import doc_units
 from mens.fingerprint import fingerprint_block, text_hash
-from mens.corpus.parallel import default_workers, process_pool
+from mens.corpus.parallel import default_workers, mapped
 from mens.corpus.report import Report, read_report
 from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
 from mens.lang import LanguagePack, builtin_names, get_pack
 from mens.progress import progress
-from mens.files import atomic_path
 
 DOC_EXTENSIONS = (".md", ".markdown")
 SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
@@ -261,9 +260,8 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
     workers = default_workers(workers)
     packs = load_packs(langs)
     files, other, skipped = walk(paths, packs, follow_external_links)
-    params = {"docs_training_only": docs_training_only, "langs": list(langs), "max_bytes": max_bytes}
-    if follow_external_links:  # only when set, so the fingerprints of earlier runs stay valid
-        params["follow_external_links"] = True
+    params = {"docs_training_only": docs_training_only, "langs": list(langs), "max_bytes": max_bytes,
+              "follow_external_links": follow_external_links}
     report = Report("extract", str(out))
     report.counts["files_seen"] = len(files)
     report.counts["other_files"] = other
@@ -281,18 +279,12 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
         else:
             todo.append(str(path))
     names = tuple(p.name for p in packs)
-    with progress("extract", total=len(todo)) as bar:
-        if workers <= 1 or len(todo) < SERIAL_BELOW:
-            _init_worker(names, docs_training_only, max_bytes)
-            mapped = map(_extract_one, todo)
-            for res in mapped:
-                results[res.path] = res
-                bar.advance()
-        else:
-            with process_pool(workers, _init_worker, (names, docs_training_only, max_bytes)) as pool:
-                for res in pool.map(_extract_one, todo, chunksize=max(1, len(todo) // (workers * 16))):
-                    results[res.path] = res
-                    bar.advance()
+    with progress("extract", total=len(todo)) as bar, \
+            mapped(_extract_one, todo, workers, serial=workers <= 1 or len(todo) < SERIAL_BELOW,
+                   initializer=_init_worker, initargs=(names, docs_training_only, max_bytes)) as done:
+        for res in done:
+            results[res.path] = res
+            bar.advance()
     lines: list[str] = []
     hashes: dict[str, str] = {}
     for path in files:
@@ -311,8 +303,4 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
         raise MensError("no units extracted", ", ".join(map(str, paths)),
                         "check the paths, the languages (--lang) and the skip reasons with --debug")
     report.counts["units"] = len(lines)
-    report.fingerprint = fingerprint_block(hashes, params, packs, code=UNIT_CODE)
-    with atomic_path(out) as tmp:
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    report.write()
-    return report
+    return report.publish(lines, fingerprint_block(hashes, params, packs, code=UNIT_CODE))

@@ -37,7 +37,6 @@ from mens.corpus.report import Report
 from mens.errors import MensError, refuse_unknown_keys
 from mens.progress import progress
 from mens.formats import FORMATS
-from mens.files import write_jsonl_atomic
 from mens.records import HUB_PREFIX, hub_dataset, iter_pairs
 
 RECORD_FORMATS = ("auto", *FORMATS)
@@ -222,9 +221,6 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
     report.counts["output_rows"] = len(rows)
     report.extra["sources"] = per_source
     report.extra["seed"] = cfg.seed
-    report.fingerprint = fingerprint_block(
+    return report.publish(rows, fingerprint_block(
         hashes, {"config": json.loads(json.dumps(cfg.__dict__, default=str)), "allow_missing": allow_missing,
-                 "lenient": lenient})
-    write_jsonl_atomic(out, rows)
-    report.write()
-    return report
+                 "lenient": lenient}))

@@ -26,15 +26,14 @@ import re
 from pathlib import Path
 
 from mens.fingerprint import fingerprint_block
-from mens.corpus.parallel import default_workers, process_pool
+from mens.corpus.parallel import default_workers, mapped
 from mens.corpus.report import Report
 from mens.corpus.templates import (construct_prompt, display_name, doc_code_prompt, file_prompt,
                                    fix_prompt, followup_prompt, noun, prose_prompt)
 from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
-from mens.lang import LanguagePack, get_pack
+from mens.lang import LanguagePack, get_pack, loadable_pack
 from mens.progress import progress
-from mens.files import atomic_path
 from mens.records import Pair
 
 MAX_MUTATE_CHARS = 4000   # error-correction pairs only for code up to this size
@@ -120,13 +119,10 @@ def pairs_for_group(units: list[Unit], seed: int, error_correction: bool) -> tup
     for unit in units:
         # Seeded by what the unit is, not where: a clone elsewhere makes the same pairs.
         rng = random.Random(f"{seed}\x00{unit.kind}\x00{unit.code}")
-        pack = None
-        if unit.lang:
-            try:
-                pack = get_pack(unit.lang)
-            except (MensError, ImportError, AttributeError):  # unknown grammar, or pack not installed
-                report.drop("unknown_lang", unit.source, f"no language pack {unit.lang!r}")
-                continue
+        pack = loadable_pack(unit.lang) if unit.lang else None
+        if unit.lang and pack is None:
+            report.drop("unknown_lang", unit.source, f"no language pack {unit.lang!r}")
+            continue
         if unit.kind != "doc_prose" and pack is None:
             report.drop("unknown_lang", unit.source, "code unit without a language")
             continue
@@ -207,37 +203,19 @@ def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenien
     groups = _groups(units)
     tasks = [(g, seed, error_correction) for g in groups]
     lines: list[str] = []
-    with progress("pairs", total=len(tasks)) as bar:
-        if workers <= 1 or len(units) < SERIAL_BELOW:
-            results = map(_group_task, tasks)
-            for rows, part in results:
-                lines.extend(rows)
-                report.merge(part)
-                bar.advance()
-        else:
-            with process_pool(workers) as pool:
-                for rows, part in pool.map(_group_task, tasks, chunksize=max(1, len(tasks) // (workers * 16))):
-                    lines.extend(rows)
-                    report.merge(part)
-                    bar.advance()
+    with progress("pairs", total=len(tasks)) as bar, \
+            mapped(_group_task, tasks, workers, serial=workers <= 1 or len(units) < SERIAL_BELOW) as done:
+        for rows, part in done:
+            lines.extend(rows)
+            report.merge(part)
+            bar.advance()
     if not lines:
         raise MensError("no pairs made", str(units_path), "check the units' languages")
     report.counts["pairs"] = len(lines)
     langs = sorted({u.lang for u in units if u.lang})
-    packs = [get_pack(n) for n in langs if _loadable(n)]
-    report.fingerprint = fingerprint_block([units_path], {"seed": seed, "error_correction": error_correction}, packs)
-    with atomic_path(out) as tmp:
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    report.write()
-    return report
-
-
-def _loadable(name: str) -> bool:
-    try:
-        get_pack(name)
-        return True
-    except MensError:
-        return False
+    packs = [p for p in map(loadable_pack, langs) if p is not None]
+    return report.publish(lines, fingerprint_block([units_path], {"seed": seed, "error_correction": error_correction},
+                                                   packs))
 
 
 __all__ = ["make_pairs", "pairs_for_group", "mutate", "fence", "rating", "noun"]

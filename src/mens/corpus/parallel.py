@@ -3,6 +3,7 @@ in CI have 2 cores), and how a stage dies.
 
     default_workers(workers) -> int            # None → 2; below 1 → MensError (exit 2)
     with process_pool(workers, initializer, initargs) as pool: …
+    with mapped(fn, tasks, workers, serial=…) as results: …   # a stage's work, here or in a pool
     with sigterm_as_interrupt(): …             # SIGTERM takes Ctrl+C's way out (exit 130)
 
 Workers never outlive the parent. Each one asks the kernel for SIGKILL when its parent dies
@@ -87,6 +88,22 @@ def process_pool(workers: int, initializer=None, initargs: tuple = ()) -> Iterat
         _join_manager(pool)
         raise
     pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def mapped(fn: Callable, tasks: list, workers: int, *, serial: bool, initializer=None,
+           initargs: tuple = ()) -> Iterator[Iterator]:
+    """`fn` over `tasks`, results in order: in this process when `serial` (for a little work a
+    pool costs more than it saves; each stage says how little), else in a pool of `workers`.
+    A context manager, so that an error or Ctrl+C while the caller consumes the results still
+    tears the pool down."""
+    if serial:
+        if initializer is not None:
+            initializer(*initargs)
+        yield map(fn, tasks)
+        return
+    with process_pool(workers, initializer, initargs) as pool:
+        yield pool.map(fn, tasks, chunksize=max(1, len(tasks) // (workers * 16)))
 
 
 def _join_manager(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:

@@ -6,12 +6,13 @@ Written beside the output as `<output stem>.<stage>_report.json`, so the next ru
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
-from mens.files import write_json_atomic
+from mens.files import atomic_path, write_json_atomic
 
 MAX_EXAMPLES = 20  # drop examples kept per report, so reports stay small
 
@@ -53,6 +54,23 @@ class Report:
         write_json_atomic(self.path, self.to_dict())
         return self.path
 
+    def publish(self, rows: Iterable[Any], fingerprint: dict[str, Any],
+                also: Callable[[], Any] | None = None) -> "Report":
+        """Every stage's ending: its output written whole or not at all (a row each line: a JSON
+        line as is, a dict or Pair dumped), `also` (outputs that stand or fall with it) before
+        the output is moved into place, then this report with the output's fingerprint."""
+        with atomic_path(self.output) as tmp:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    if not isinstance(row, str):
+                        row = json.dumps(row.to_dict() if hasattr(row, "to_dict") else row, ensure_ascii=False)
+                    fh.write(row + "\n")
+            if also is not None:
+                also()
+        self.fingerprint = fingerprint
+        self.write()
+        return self
+
     def summary(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(self.dropped.items())) or "none"
@@ -70,8 +88,6 @@ def report_path(output: str | Path, stage: str) -> Path:
 
 
 def read_report(output: str | Path, stage: str) -> dict[str, Any] | None:
-    import json
-
     path = report_path(output, stage)
     try:
         report = json.loads(path.read_text(encoding="utf-8"))

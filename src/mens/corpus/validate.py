@@ -42,14 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from mens.fingerprint import fingerprint_block, text_hash
-from mens.corpus.parallel import default_workers, process_pool
+from mens.corpus.parallel import default_workers, mapped
 from mens.corpus.report import MAX_EXAMPLES, Report
 from mens.corpus.safety import row_flags
 from mens.errors import GateFailure, MensError
-from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, pack_for_fence
+from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, loadable_pack, pack_for_fence
 from mens.lang.base import has_fence
 from mens.progress import progress
-from mens.files import atomic_path, write_jsonl_atomic
+from mens.files import write_jsonl_atomic
 from mens.records import RESPONSE_MODES, Pair, iter_jsonl
 
 SERIAL_BELOW = 4000  # rows; a pool costs more than it saves below this
@@ -78,11 +78,11 @@ def default_pack(name: str | None) -> LanguagePack | None:
     """The pack a `--lang` names; an unknown name is the user's to fix (exit 2), not a row's."""
     if not name:
         return None
-    try:
-        return get_pack(name)
-    except (MensError, ImportError, AttributeError):
+    pack = loadable_pack(name)
+    if pack is None:
         raise MensError(f"unknown language pack {name!r}", "--lang",
-                        f"use one of {', '.join(builtin_names())} or an installed tree-sitter grammar") from None
+                        f"use one of {', '.join(builtin_names())} or an installed tree-sitter grammar")
+    return pack
 
 
 def read_code(pair: Pair, default: LanguagePack | None = None) -> Verdict:
@@ -96,10 +96,9 @@ def read_code(pair: Pair, default: LanguagePack | None = None) -> Verdict:
         return Verdict("unchecked", why="response_mode mixed without a fenced code block")
     code, tag = extract_code(pair.response)
     if pair.lang:
-        try:
-            pack = get_pack(pair.lang)
-        except (MensError, ImportError, AttributeError):  # unknown grammar, or pack not installed
-            raise UnknownLang(pair.lang) from None
+        pack = loadable_pack(pair.lang)
+        if pack is None:
+            raise UnknownLang(pair.lang)
     elif tag:
         pack = pack_for_fence(tag)
         if pack is None:
@@ -181,19 +180,14 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     if not rows:
         raise MensError("no pairs to validate", str(pairs_path), "give a non-empty pairs file")
     results: list[dict] = [{}] * len(rows)
-    with progress("validate", total=len(rows)) as bar:
-        if workers <= 1 or len(rows) < SERIAL_BELOW:
-            for i, obj, where in rows:
-                results[i] = check_row(obj, where, lang, keep_unsafe)
-                bar.advance()
-        else:
-            size = max(200, len(rows) // (workers * 16))
-            chunks = [(rows[k:k + size], lang, keep_unsafe) for k in range(0, len(rows), size)]
-            with process_pool(workers) as pool:
-                for part in pool.map(_check_chunk, chunks):
-                    for i, res in part:
-                        results[i] = res
-                    bar.advance(len(part))
+    serial = workers <= 1 or len(rows) < SERIAL_BELOW
+    size = len(rows) if serial else max(200, len(rows) // (workers * 16))
+    chunks = [(rows[k:k + size], lang, keep_unsafe) for k in range(0, len(rows), size)]
+    with progress("validate", total=len(rows)) as bar, mapped(_check_chunk, chunks, workers, serial=serial) as done:
+        for part in done:
+            for i, res in part:
+                results[i] = res
+            bar.advance(len(part))
     kept: list[str] = []
     langs: set[str] = set()
     rejected: list[dict] = []
@@ -227,25 +221,14 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
     report.extra["lang"] = lang
     report.extra["unchecked"] = {"rows": report.counts["unchecked"], "why": dict(sorted(unchecked_why.items())),
                                  "examples": unchecked_examples}
-    packs = [p for p in (_loadable(n) for n in sorted(langs)) if p is not None]
-    params = {"strict": strict, "lenient": lenient, "lang": lang}
-    if keep_unsafe:  # only when set, so the fingerprints of earlier runs stay valid
-        params["keep_unsafe"] = True
-    report.fingerprint = fingerprint_block([pairs_path], params, packs)
-    with atomic_path(out) as tmp:
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        if quarantine:
-            write_jsonl_atomic(quarantine, rejected)
-            report.extra["quarantine"] = str(quarantine)
-    report.write()
+    packs = [p for p in map(loadable_pack, sorted(langs)) if p is not None]
+    params = {"strict": strict, "lenient": lenient, "lang": lang, "keep_unsafe": keep_unsafe}
+    if quarantine:
+        report.extra["quarantine"] = str(quarantine)
+    report.publish(kept, fingerprint_block([pairs_path], params, packs),
+                   also=(lambda: write_jsonl_atomic(quarantine, rejected)) if quarantine else None)
     if strict and report.counts["rejected"]:
         raise GateFailure(f"validate: {report.counts['rejected']} of {report.counts['input_rows']} rows rejected "
                           f"({', '.join(f'{k} {v}' for k, v in sorted(report.dropped.items()))})")
     return report
 
-
-def _loadable(name: str) -> LanguagePack | None:
-    try:
-        return get_pack(name)
-    except (MensError, ImportError, AttributeError):
-        return None

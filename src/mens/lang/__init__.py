@@ -13,7 +13,7 @@ from mens.errors import MensError
 from mens.lang.base import Analysis, Construct, Diagnostic, LanguagePack, Span, extract_code
 
 __all__ = ["Analysis", "Construct", "Diagnostic", "LanguagePack", "Span", "extract_code",
-           "get_pack", "pack_for_path", "pack_for_fence", "builtin_names", "default_packs"]
+           "get_pack", "loadable_pack", "pack_for_path", "pack_for_fence", "builtin_names", "default_packs"]
 
 # name -> "module:Class", extensions, fence tags. Kept here (not in the modules) so lookups by
 # extension need no import.
@@ -45,6 +45,15 @@ def get_pack(name: str) -> LanguagePack:
         pack = TreeSitterPack(name)  # raises MensError for an unknown grammar
     _CACHE[name] = pack
     return pack
+
+
+def loadable_pack(name: str) -> LanguagePack | None:
+    """The pack called `name`, or None where there is none: a grammar nobody ships, a pack whose
+    module is not installed (what a row's `lang` may name; its stage drops or skips the row)."""
+    try:
+        return get_pack(name)
+    except (MensError, ImportError, AttributeError):
+        return None
 
 
 def default_packs(extra: list[str] | tuple[str, ...] = ()) -> list[LanguagePack]:

@@ -412,13 +412,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
     if kind == "programs":  # the templates' drafting; drills have none
         report.extra["synth"] = stats.to_dict()
-    params = {"limit": limit, "seed": seed} if kind == "programs" else {"limit": limit, "seed": seed, "kind": kind}
-    if english_names:  # absent at 0: the data, and so the fingerprint, are those of before
-        params["english_names"] = english_names
-    if made_up_names != MADE_UP_SHARE and kind == "programs":  # likewise absent at the default
-        params["made_up_names"] = made_up_names
-    if made_up_subjects and kind == "programs":  # likewise absent at 0
-        params["made_up_subjects"] = made_up_subjects
+    params = {"limit": limit, "seed": seed, "kind": kind, "english_names": english_names,
+              "made_up_names": made_up_names, "made_up_subjects": made_up_subjects}
     report.fingerprint = fingerprint_block({}, params, [pack])
     report.write()
     return report
