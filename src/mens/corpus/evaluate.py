@@ -22,6 +22,8 @@ Malformed rows are measured (format_validity), never a crash.
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,11 @@ from typing import Any
 from mens.corpus.safety import SAFETY_PATTERNS, row_flags, safety_flags  # noqa: F401 (re-exported)
 from mens.corpus.validate import UnknownLang, default_pack, read_code
 from mens.errors import GateFailure, MensError
+from mens.corpus.stages import CORPUS_CODE, all_packs
+from mens.flags import add_flag
 from mens.progress import progress
-from mens.files import write_json_atomic
+from mens.stage import Command, Context, Stage
+from mens.files import check_not_input, write_json_atomic
 from mens.records import Pair, iter_jsonl
 
 SCHEMA = "mens.eval_results.v1"
@@ -175,3 +180,82 @@ def _gate(res: dict[str, Any], min_parse_rate: float | None, min_coverage: float
                             "(see unchecked_reasons)")
     return {"min_parse_rate": min_parse_rate, "min_coverage": min_coverage, "strict": strict,
             "passed": not problems, "problems": problems}
+
+
+# ---------------------------------------------------------------- the stage: `mens corpus eval`, the pipeline's eval
+
+def _run(ctx: Context) -> dict[str, Any]:
+    res = evaluate(ctx.work_file("data", "train.jsonl"), ctx.work_file("data", "eval_results.json"))
+    return {"parse_rate": res["parse_rate"], "coverage_pct": res["construct_coverage_pct"]}
+
+
+def _arguments(p) -> None:
+    from mens.corpus.cli import LANG_HELP
+
+    p.add_argument("file", type=Path, help="pairs JSONL (e.g. train.jsonl)")
+    add_flag(p, "-o", "--output", type=Path, default=Path("eval_results.json"),
+             help="results file (default eval_results.json)")
+    p.add_argument("--min-parse-rate", type=float,
+                   help="fail below this parse rate (0-1; default $MENS_EVAL_MIN_PARSE_RATE, else none)")
+    p.add_argument("--min-coverage", type=float, help="fail below this construct coverage (0-1, or a "
+                   "percentage; default $MENS_EVAL_MIN_COVERAGE, else none)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on any parse failure, malformed row, unsafe row or unchecked row "
+                   "(also with MENS_EVAL_STRICT=1)")
+    add_flag(p, "--lang", help=LANG_HELP)
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs
+
+    check_not_input(args.output, args.file)
+    check_outputs((args.output, "-o"))
+    try:
+        res = evaluate(args.file, args.output,
+                       min_parse_rate=_env_float(args.min_parse_rate, "MENS_EVAL_MIN_PARSE_RATE"),
+                       min_coverage=_env_float(args.min_coverage, "MENS_EVAL_MIN_COVERAGE"),
+                       strict=args.strict or os.environ.get("MENS_EVAL_STRICT") == "1", lang=args.lang)
+    except GateFailure:  # the results are written: the summary line first, then the gate's verdict
+        _eval_summary(args, json.loads(Path(args.output).read_text(encoding="utf-8")))
+        raise
+    _eval_summary(args, res)
+    return 0
+
+
+def _eval_summary(args, res: dict) -> None:
+    coverage = "n/a" if res["construct_coverage_pct"] is None else f"{res['construct_coverage_pct']}%"
+    print(f"{args.file}: {res['total_samples']} samples, format {_shown(res['format_validity'])}, "
+          f"parse rate {_shown(res['parse_rate'])} ({res['parsed_samples']}/{res['code_samples']}), "
+          f"unchecked {res['unchecked_samples']}, prose {res['prose_samples']}, "
+          f"coverage {res['construct_coverage']}/{res['construct_total']} ({coverage}), "
+          f"unsafe {_shown(res['safety_rejection_rate'])} → {args.output}")
+
+
+def _env_float(flag: float | None, name: str) -> float | None:
+    """A gate threshold: the flag, else the environment variable `name`. The environment is read
+    here, at the CLI edge, and nowhere else: `evaluate()` takes explicit arguments."""
+    if flag is not None:
+        return flag
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise MensError(f"{name} must be a number, got {value!r}", name, "set it to e.g. 0.95, or unset it") from None
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+STAGE = Stage(
+    "eval", inputs=lambda c: [c.work_file("data", "train.jsonl")], outputs=lambda c: [c.work_file("data", "eval_results.json")],
+    run=_run, packs=all_packs, code=CORPUS_CODE, help="corpus parse rate and coverage",
+    command=Command("eval", "measure a pairs file → eval_results.json; optionally a gate", _arguments, _command,
+                    source="file",
+                    description="Format validity, parse rate, construct coverage, safety rejections, per category. "
+                    "A row's language is its `lang` field, else its fence tag, else --lang; rows with none are "
+                    "counted unchecked, and with no code checked the parse rate is n/a (null), never 0. Gate "
+                    "thresholds: flags, or MENS_EVAL_MIN_PARSE_RATE, MENS_EVAL_MIN_COVERAGE, MENS_EVAL_STRICT=1 "
+                    "(exit 1 when a gate fails; a threshold with nothing checked fails too)."))

@@ -31,7 +31,11 @@ from mens.corpus.report import Report, read_report
 from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
 from mens.lang import LanguagePack, builtin_names, get_pack
-from mens.progress import progress
+from mens.corpus.stages import CORPUS_CODE, all_packs, corpus_langs
+from mens.files import check_not_input
+from mens.flags import add_flag
+from mens.progress import progress, say
+from mens.stage import Command, Context, Options, Stage, option, strings
 
 DOC_EXTENSIONS = (".md", ".markdown")
 SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
@@ -304,3 +308,73 @@ def extract(paths: Iterable[str | Path], out: str | Path, *, incremental: bool =
                         "check the paths, the languages (--lang) and the skip reasons with --debug")
     report.counts["units"] = len(lines)
     return report.publish(lines, fingerprint_block(hashes, params, packs, code=UNIT_CODE))
+
+
+# ---------------------------------------------------------------- the stage: `mens corpus extract`, the pipeline's extract
+
+@dataclass
+class CorpusOptions(Options):
+    """The pipeline config's `corpus:` section."""
+
+    sources: list = option(None, strings, "a list of folders, e.g. [vox, docs]")
+    langs: list = option(None, strings, "a list of grammar names, e.g. [rust]")
+
+
+def _sources_exist(ctx: Context, where: str) -> None:
+    """Named when the config is read, not by the extract stage."""
+    for source in ctx.section("corpus").get("sources") or []:
+        if "{work_dir}" not in str(source) and not ctx.path(source).exists():
+            raise MensError(f"corpus source not found: {ctx.path(source)}", f"{where}: corpus.sources",
+                            "list existing source and docs folders (relative to the config's folder)")
+
+
+def _sources(ctx: Context) -> list[Path]:
+    sources = ctx.section("corpus").get("sources") or []
+    if not sources:
+        raise MensError("no corpus sources", "pipeline config: corpus.sources", "list source and docs folders")
+    return [ctx.path(s) for s in sources]
+
+
+def _run(ctx: Context) -> dict:
+    rep = extract(_sources(ctx), ctx.work_file("corpus", "units.jsonl"), langs=corpus_langs(ctx))
+    return {"units": rep.counts["units"], "files": rep.counts["files_used"]}
+
+
+def _arguments(p) -> None:
+    p.add_argument("paths", nargs="+", type=Path, help="files or folders")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="units.jsonl to write")
+    p.add_argument("--incremental", action="store_true",
+                   help="reuse the previous output's units of files whose content is unchanged")
+    p.add_argument("--all-docs", action="store_true",
+                   help="take every docs page, not only those with training_eligible: true")
+    add_flag(p, "--lang", action="append", default=[],
+             help="also extract this tree-sitter grammar (rust, typescript …); repeatable")
+    p.add_argument("--max-bytes", type=int, default=1_000_000, help="skip larger files (default 1 MB)")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
+    p.add_argument("--follow-external-links", action="store_true",
+                   help="read symlinked files that point outside the given paths (skipped and counted by default)")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs, positive
+
+    default_workers(args.workers)
+    positive(args.max_bytes, "--max-bytes", "1000000")
+    check_not_input(args.output, *args.paths)
+    check_outputs((args.output, "-o"), report="extract")
+    report = extract(args.paths, args.output, incremental=args.incremental,
+                     docs_training_only=not args.all_docs, langs=args.lang, max_bytes=args.max_bytes,
+                     workers=args.workers, follow_external_links=args.follow_external_links)
+    say(report.summary())
+    return 0
+
+
+STAGE = Stage(
+    "extract", inputs=_sources, outputs=lambda c: [c.work_file("corpus", "units.jsonl")], run=_run,
+    params=lambda c: {"langs": corpus_langs(c)}, packs=all_packs, code=CORPUS_CODE,
+    section="corpus", options=CorpusOptions, check=_sources_exist,
+    help="split sources and docs into units (language packs)",
+    command=Command("extract", "source files and Markdown docs → units.jsonl", _arguments, _command, source="paths",
+                    description="Walk source files of every language pack and Markdown docs; write one unit per "
+                    "file, per top-level construct, per docs code block and per docs prose section. Report: "
+                    "<output stem>.extract_report.json."))

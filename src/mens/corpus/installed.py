@@ -29,7 +29,10 @@ from mens.corpus.extract import MINIFIED_LINE_CHARS, generated_marker
 from mens.corpus.report import Report
 from mens.errors import MensError
 from mens.files import replace_folder, write_json_atomic
-from mens.progress import progress
+from mens.corpus.stages import CORPUS_CODE
+from mens.flags import add_flag
+from mens.progress import progress, say
+from mens.stage import Command, Context, Options, Stage, option
 
 SOURCES_FILE = "SOURCES.json"
 FILES_DIR = "files"          # out/files/<source>/<path>: only code, so the folder trains as raw text
@@ -236,3 +239,62 @@ def source_versions(sources: Iterable[Source]) -> dict[str, str]:
 
 def sources_dict(sources: Iterable[Source]) -> list[dict[str, Any]]:
     return [asdict(s) for s in sources]
+
+
+# ---------------------------------------------------------------- the stage: `mens corpus gather`, the pipeline's gather
+
+@dataclass
+class GatherOptions(Options):
+    """The pipeline config's `gather:` section."""
+
+    stdlib: bool = True
+    packages: list = option(None)
+    max_file_bytes: int = 400_000
+
+
+def _sources(ctx: Context) -> list[Source]:
+    opts = GatherOptions.read(ctx.config.get("gather"), "gather", "pipeline config")
+    return ([Source(STDLIB)] if opts.stdlib else []) + \
+        [Source.parse(p, "pipeline config: gather.packages") for p in opts.packages or []]
+
+
+def _params(ctx: Context) -> dict[str, Any]:
+    """What was asked for and the versions installed now: an upgrade gathers again."""
+    sources = _sources(ctx)
+    return {"sources": sources_dict(sources), "versions": source_versions(sources),
+            "max_file_bytes": int(ctx.section("gather").get("max_file_bytes", 400_000))}
+
+
+def _run(ctx: Context) -> dict[str, Any]:
+    rep = gather(_sources(ctx), ctx.work_file("sources"), max_file_bytes=_params(ctx)["max_file_bytes"])
+    return {"files": rep.counts["files"], "MB": round(rep.counts["bytes"] / 1e6, 1)}
+
+
+def _arguments(p) -> None:
+    p.add_argument("packages", nargs="*", metavar="DIST[=GLOB,...]",
+                   help="installed distributions, e.g. torch or 'torch=torch/**/*.py,torch/include/c10/**/*.h' "
+                   "(default glob **/*.py over the paths pip recorded)")
+    p.add_argument("--no-stdlib", action="store_true", help="leave out the standard library")
+    add_flag(p, "-o", "--output-dir", type=Path, required=True, help="folder to write (replaced whole)")
+    p.add_argument("--max-file-bytes", type=int, default=400_000, help="skip larger files (default 400 kB)")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import positive
+
+    positive(args.max_file_bytes, "--max-file-bytes", "400000")
+    sources = ([] if args.no_stdlib else [Source(STDLIB)]) + [Source.parse(p, "gather") for p in args.packages]
+    say(gather(sources, args.output_dir, max_file_bytes=args.max_file_bytes).summary())
+    return 0
+
+
+STAGE = Stage(
+    "gather", inputs=lambda c: [], outputs=lambda c: [c.work_file("sources", "SOURCES.json")], run=_run,
+    params=_params, code=CORPUS_CODE, needed=lambda c: None if "gather" in c.config else "no `gather:` section",
+    section="gather", options=GatherOptions, help="this Python's own code (standard library, packages) → sources/",
+    command=Command("gather", "this Python's own code (standard library, installed packages) → a folder",
+                    _arguments, _command,
+                    description="Copy the running interpreter's standard library and installed distributions' "
+                    "files into one folder, each with its distribution, version, licence and sha256 in "
+                    "SOURCES.json; only permissive licences, no tests or vendored copies, no generated or "
+                    "minified files, nothing that names Vox (docs/base.md)."))

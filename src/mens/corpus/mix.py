@@ -35,7 +35,11 @@ from typing import Any
 from mens.fingerprint import file_hash, fingerprint_block
 from mens.corpus.report import Report
 from mens.errors import MensError, refuse_unknown_keys
-from mens.progress import progress
+from mens.corpus.stages import CORPUS_CODE
+from mens.files import check_not_input
+from mens.flags import add_flag
+from mens.progress import progress, say
+from mens.stage import Command, Context, Stage
 from mens.formats import FORMATS
 from mens.records import HUB_PREFIX, hub_dataset, iter_pairs
 
@@ -224,3 +228,77 @@ def mix_pairs(cfg: MixConfig, *, allow_missing: bool = False, lenient: bool = Fa
     return report.publish(rows, fingerprint_block(
         hashes, {"config": json.loads(json.dumps(cfg.__dict__, default=str)), "allow_missing": allow_missing,
                  "lenient": lenient}))
+
+
+# ---------------------------------------------------------------- the stage: `mens corpus mix`, the pipeline's mix
+
+def _check_section(ctx: Context, where: str) -> None:
+    """The `mix` section (a mix.yaml minus `output`), checked by the mix's own parser when the
+    config is read: a `wieght: 2` or a `weight: -1` found only by the mix stage costs the corpus
+    stages before it. Paths are not looked up: the stages before the mix make them."""
+    section = ctx.config.get("mix")
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise MensError(f"mix must be a mapping, got {section!r}", where, "fix mix (see examples/pipeline.yaml)")
+    if "output" in section:
+        raise MensError("mix.output is set by the pipeline (WORK_DIR/data/train.jsonl)", where, "leave mix.output out")
+    given = section.get("sources")
+    if given is not None and not (isinstance(given, list) and all(
+            isinstance(x, str) or (isinstance(x, dict) and "path" in x) for x in given)):
+        raise MensError(f"mix.sources must be a list of paths or {{path, weight}} mappings, got {given!r}", where,
+                        "fix mix.sources (see examples/pipeline.yaml)")
+    sources = given or ["pairs.valid.jsonl"]  # the stage's defaults stand in when none
+    parse_config({**section, "sources": sources, "output": "train.jsonl"}, Path("."), f"{where}: mix")
+
+
+def _sources(ctx: Context) -> list[dict[str, Any]]:
+    sources = ctx.section("mix").get("sources") or [{"path": "{work_dir}/corpus/pairs.valid.jsonl"},
+                                                    {"path": "{work_dir}/corpus/synthetic.jsonl", "optional": True}]
+    resolved = []
+    for src in sources:
+        src = {"path": src} if isinstance(src, str) else dict(src)
+        resolved.append({**src, "path": str(ctx.path(src["path"]).resolve())})
+    return resolved
+
+
+def _params(ctx: Context) -> dict[str, Any]:
+    return {**ctx.section("mix"), "sources": _sources(ctx), "seed": ctx.section("mix").get("seed", ctx.seed)}
+
+
+def _run(ctx: Context) -> dict[str, Any]:
+    # The `mix` section is a mix.yaml minus `output`: validated by the same parser, handed over
+    # as a MixConfig. The mix report beside train.jsonl records the spec it was made from.
+    where = "pipeline config: mix"
+    spec = {**_params(ctx), "output": str(ctx.work_file("data", "train.jsonl").resolve())}
+    rep = mix_pairs(parse_config(spec, ctx.work_file("data"), where), where=where)
+    return {"rows": rep.counts["output_rows"]}
+
+
+def _arguments(p) -> None:
+    add_flag(p, "--config", type=Path, required=True, help="mix.yaml")
+    add_flag(p, "-o", "--output", type=Path, help="override the config's output")
+    p.add_argument("--allow-missing-sources", action="store_true",
+                   help="skip missing sources (reported) instead of failing")
+    p.add_argument("--lenient", action="store_true", help="skip malformed rows (counted) instead of failing")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs
+
+    cfg = load_config(args.config)
+    out = args.output or cfg.output
+    check_not_input(out, args.config)  # a source as the output is refused by mix() itself
+    check_outputs((out, "-o" if args.output else "output"), report="mix")
+    report = mix(args.config, allow_missing=args.allow_missing_sources, lenient=args.lenient,
+                 output=args.output)
+    say(report.summary())
+    return 0
+
+
+STAGE = Stage(
+    "mix", inputs=lambda c: [Path(s["path"]) for s in _sources(c)], outputs=lambda c: [c.work_file("data", "train.jsonl")],
+    run=_run, params=_params, code=CORPUS_CODE, section="mix", check=_check_section, help="weighted mix → train.jsonl",
+    command=Command("mix", "weighted, seeded mix of pair files → train.jsonl", _arguments, _command, source="config",
+                    description="Mix sources as mix.yaml says (weights, sample rates, lane filters, seed). Report: "
+                    "<output stem>.mix_report.json."))

@@ -33,7 +33,11 @@ from mens.corpus.templates import (construct_prompt, display_name, doc_code_prom
 from mens.corpus.units import Unit, read_units
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack, loadable_pack
-from mens.progress import progress
+from mens.corpus.stages import CORPUS_CODE
+from mens.files import check_not_input
+from mens.flags import add_flag
+from mens.progress import progress, say
+from mens.stage import Command, Context, Stage
 from mens.records import Pair
 
 MAX_MUTATE_CHARS = 4000   # error-correction pairs only for code up to this size
@@ -217,5 +221,43 @@ def make_pairs(units_path: str | Path, out: str | Path, *, seed: int = 0, lenien
     return report.publish(lines, fingerprint_block([units_path], {"seed": seed, "error_correction": error_correction},
                                                    packs))
 
+
+
+
+# ---------------------------------------------------------------- the stage: `mens corpus pairs`, the pipeline's pairs
+
+def _run(ctx: Context) -> dict:
+    rep = make_pairs(ctx.work_file("corpus", "units.jsonl"), ctx.work_file("corpus", "pairs.jsonl"), seed=ctx.seed)
+    return {"pairs": rep.counts["pairs"]}
+
+
+def _arguments(p) -> None:
+    p.add_argument("units", type=Path, help="units.jsonl from `mens corpus extract`")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="pairs.jsonl to write")
+    add_flag(p, "--seed", type=int, default=0)
+    p.add_argument("--no-error-correction", action="store_true", help="skip error-correction pairs")
+    p.add_argument("--lenient", action="store_true", help="skip malformed unit lines (counted) instead of failing")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs
+
+    default_workers(args.workers)
+    check_not_input(args.output, args.units)
+    check_outputs((args.output, "-o"), report="pairs")
+    report = make_pairs(args.units, args.output, seed=args.seed, lenient=args.lenient,
+                        error_correction=not args.no_error_correction, workers=args.workers)
+    say(report.summary())
+    return 0
+
+
+STAGE = Stage(
+    "pairs", inputs=lambda c: [c.work_file("corpus", "units.jsonl")],
+    outputs=lambda c: [c.work_file("corpus", "pairs.jsonl")], run=_run, params=lambda c: {"seed": c.seed},
+    code=CORPUS_CODE, help="units → instruction pairs",
+    command=Command("pairs", "units.jsonl → instruction pairs", _arguments, _command, source="units",
+                    description="Whole-file, per-construct, docs code, docs prose, follow-up and parser-verified "
+                    "error-correction pairs; byte-identical for a --seed."))
 
 __all__ = ["make_pairs", "pairs_for_group", "mutate", "fence", "rating", "noun"]

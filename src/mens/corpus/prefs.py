@@ -193,7 +193,7 @@ def register(corpus) -> None:
 
 
 def _cmd(args) -> int:
-    from mens.corpus.cli import _outputs
+    from mens.corpus.cli import check_outputs as _outputs
     from mens.files import check_not_input
     from mens.evaluate.checks import at_least, check_input_file
 

@@ -48,7 +48,11 @@ from mens.corpus.safety import row_flags
 from mens.errors import GateFailure, MensError
 from mens.lang import LanguagePack, builtin_names, extract_code, get_pack, loadable_pack, pack_for_fence
 from mens.lang.base import has_fence
-from mens.progress import progress
+from mens.corpus.stages import CORPUS_CODE, all_packs
+from mens.files import check_not_input
+from mens.flags import add_flag
+from mens.progress import progress, say
+from mens.stage import Command, Context, Stage
 from mens.files import write_jsonl_atomic
 from mens.records import RESPONSE_MODES, Pair, iter_jsonl
 
@@ -232,3 +236,60 @@ def validate(pairs_path: str | Path, out: str | Path, *, quarantine: str | Path 
                           f"({', '.join(f'{k} {v}' for k, v in sorted(report.dropped.items()))})")
     return report
 
+
+# ---------------------------------------------------------------- the stage: `mens corpus validate`, the pipeline's validate
+
+def _run(ctx: Context) -> dict:
+    rep = validate(ctx.work_file("corpus", "pairs.jsonl"), ctx.work_file("corpus", "pairs.valid.jsonl"),
+                   quarantine=ctx.work_file("corpus", "quarantine.jsonl"))
+    return {"kept": rep.counts["kept"], "rejected": rep.counts["rejected"]}
+
+
+def _arguments(p) -> None:
+    from mens.corpus.cli import LANG_HELP
+
+    p.add_argument("pairs", type=Path, help="pairs JSONL")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="validated JSONL to write")
+    p.add_argument("--quarantine", type=Path, help="write rejected rows here, with reasons")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any row is rejected")
+    p.add_argument("--keep-unsafe", action="store_true",
+                   help="keep rows whose prompt or response holds a secret or a destructive command "
+                   "(by default they are left out and quarantined as `unsafe`)")
+    add_flag(p, "--lang", help=LANG_HELP)
+    p.add_argument("--lenient", action="store_true", help="skip malformed lines (counted) instead of failing")
+    add_flag(p, "--workers", type=int, help="processes (default 2)")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs
+
+    default_workers(args.workers)
+    check_not_input(args.output, args.pairs)
+    if args.quarantine:
+        check_not_input(args.quarantine, args.pairs)
+    check_outputs((args.output, "-o"), (args.quarantine, "--quarantine"), report="validate")
+    report = validate(args.pairs, args.output, quarantine=args.quarantine, strict=args.strict,
+                      lenient=args.lenient, workers=args.workers, lang=args.lang, keep_unsafe=args.keep_unsafe)
+    say(report.summary())
+    if report.dropped.get("unsafe") or report.counts.get("unsafe_kept"):
+        say(f"validate: {report.dropped.get('unsafe', 0) or report.counts['unsafe_kept']} rows hold a secret or a "
+            "destructive command (see the report's examples)"
+            + (" — kept (--keep-unsafe)" if args.keep_unsafe else
+               f" — left out{' → ' + str(args.quarantine) if args.quarantine else ''}; --keep-unsafe keeps them"))
+    if report.counts["unchecked"]:
+        say(f"validate: {report.counts['unchecked']} kept unchecked, no pack could parse them "
+            f"({'; '.join(f'{why}: {n}' for why, n in report.extra['unchecked']['why'].items())})"
+            + ("" if args.lang else " — pass --lang NAME to check plain code"))
+    return 0
+
+
+STAGE = Stage(
+    "validate", inputs=lambda c: [c.work_file("corpus", "pairs.jsonl")],
+    outputs=lambda c: [c.work_file("corpus", "pairs.valid.jsonl")], run=_run, packs=all_packs, code=CORPUS_CODE,
+    help="parse, dedupe, quarantine",
+    command=Command("validate", "parse every code response, dedupe, schema-check", _arguments, _command,
+                    source="pairs",
+                    description="Parse each code-bearing response with its language pack; rejected rows go to "
+                    "--quarantine with the parser's message; duplicates (structural hash + prompt) are dropped. A "
+                    "row's language is its `lang` field, else its fence tag, else --lang; rows with none are kept "
+                    "but counted `unchecked` in the report. --strict exits 1 on any rejection."))

@@ -1,7 +1,10 @@
 """`mens pipeline`: every stage in one command, skipping the unchanged ones.
 
-    runner.py       the stage runner: Stage/Context, run/skip reasons, pipeline_state.json, resume
-    stages.py       the 12 stages: inputs, outputs, params, packs and the call that does each
-    fingerprint.py  what a stage's output depends on (shared with the corpus stages' reports)
+    runner.py       the stage runner: run/skip reasons, pipeline_state.json, resume; the config's own keys
+    stages.py       the stages in order: the corpus ones (mens.corpus.stages) + training and judging
+    training.py     the training stages' calls and their sections' checks
+    judging.py      the judging stages' calls, their options, and the run they judge
     cli.py          `mens pipeline` and its summary table
+
+A stage is a mens.stage.Stage; fingerprints are mens.fingerprint's (shared with the corpus reports).
 """

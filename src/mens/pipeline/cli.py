@@ -9,10 +9,10 @@ from mens.flags import add_flag
 
 
 def register(sub) -> None:
-    from mens.pipeline.stages import STAGES
+    from mens.pipeline.stages import all_stages
 
     p = sub.add_parser("pipeline", help="run corpus → train → bench → gate → card → report, skipping unchanged stages",
-                       description=f"Run the stages in order ({', '.join(s.name for s in STAGES)}; gather, dpo, rl "
+                       description=f"Run the stages in order ({', '.join(s.name for s in all_stages())}; gather, dpo, rl "
                        "and ship only with their own section: `gather:`, `dpo:`, `rl:`, `ship:`). A stage whose "
                        "inputs, config and "
                        "language-pack fingerprints are unchanged since its last run is skipped; the state is "
@@ -28,12 +28,13 @@ def register(sub) -> None:
 def _pipeline(args) -> int:
     from mens.errors import GateFailure, MensError
     from mens.pipeline.runner import load_config, run_pipeline, select
-    from mens.pipeline.stages import STAGES
+    from mens.pipeline.stages import all_stages
 
     if not args.config.is_file() and args.config == Path("pipeline.yaml"):
         raise MensError("no pipeline.yaml here", str(Path.cwd()), "pass --config examples/pipeline.yaml")
-    ctx = load_config(args.config, model=args.model)
-    stages = select(STAGES, args.stages)
+    every = all_stages()
+    ctx = load_config(args.config, model=args.model, stages=every)
+    stages = select(every, args.stages)
     if ctx.model and any(s.name in ("train", "bench") for s in stages):
         from mens.hf import check_source
 
@@ -89,11 +90,12 @@ def _summary(ctx, outcomes, dry_run: bool) -> None:
     if quality:
         # Stages left out with --stages may have outdated the model the results judge.
         from mens.pipeline.runner import first_stale
-        from mens.pipeline.stages import STAGES
+        from mens.pipeline.stages import all_stages
 
-        upto = [s.name for s in STAGES].index("bench") + 1
+        every = all_stages()
+        upto = [s.name for s in every].index("bench") + 1
         try:
-            stale = first_stale(ctx, STAGES[:upto])
+            stale = first_stale(ctx, every[:upto])
         except (OSError, MensError):  # an input the failed stage was about to report: its error stands alone
             stale = None
         console.print(quality if stale is None else

@@ -5,11 +5,12 @@ the last training stage's (`final_run`), against the model its fine-tune started
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from mens.errors import GateFailure, MensError
-from mens.pipeline.runner import Context
+from mens.stage import Context, Options, flag, number, option, text, whole
 from mens.train.checkpoint import VERDICT_FILES
 
 # What later stages add to a run dir; the rest of it is the model (`model_files`).
@@ -40,13 +41,48 @@ def final_run(ctx: Context) -> Path:
     return next((ctx.work_file(n) for n in ("rl", "dpo") if n in ctx.config), ctx.work_file("run"))
 
 
+ONE_OR_MORE = "a whole number, 1 or more"
+
+
+@dataclass
+class BenchOptions(Options):
+    """The pipeline config's `bench:` section (seed: the config's seed when left out)."""
+
+    path: str = option("bench", text, "a bench file or folder")
+    k: int = option(1, whole(1), ONE_OR_MORE)
+    samples: int | None = option(None, whole(1), ONE_OR_MORE)
+    temperature: float = option(0.0, number(0, float("inf"), below_high=True), "0 (greedy) or more")
+    seed: int | None = option(None, whole(), "a whole number")
+    limit: int | None = option(None, whole(1), ONE_OR_MORE)
+    max_new_tokens: int = option(256, whole(1), ONE_OR_MORE)
+    batch_size: int = option(8, whole(1), ONE_OR_MORE)
+    grammar: str | None = option(None, text, "a language name")
+    compare_base: bool = option(True, flag, "true or false")
+
+
+@dataclass
+class GateOptions(Options):
+    policy: str = option("gates.yaml", text, "a gate policy YAML")
+
+
+@dataclass
+class ShipOptions(Options):
+    to: str | None = None
+    dtype: str = "bf16"
+
+
+def check_policy(ctx: Context, where: str) -> None:
+    """A policy mistake is named when the config is read, not by the gate stage after training."""
+    if policy(ctx).is_file():
+        from mens.evaluate.gates import load_policy
+
+        load_policy(policy(ctx))
+
+
 def bench_params(ctx: Context) -> dict[str, Any]:
-    sec = ctx.section("bench")
-    return {"k": int(sec.get("k", 1)), "samples": sec.get("samples"), "temperature": float(sec.get("temperature", 0.0)),
-            "seed": int(sec.get("seed", ctx.config.get("seed", 0))), "limit": sec.get("limit"),
-            "max_new_tokens": int(sec.get("max_new_tokens", 256)), "batch_size": int(sec.get("batch_size", 8)),
-            "path": str(sec.get("path", "bench")), "grammar": sec.get("grammar") or None,
-            "compare_base": bool(sec.get("compare_base", True)) and fine_tunes(ctx)}
+    opts = BenchOptions.read(ctx.config.get("bench"), "bench", "pipeline config")
+    return {**asdict(opts), "temperature": float(opts.temperature), "seed": ctx.seed if opts.seed is None else opts.seed,
+            "grammar": opts.grammar or None, "compare_base": opts.compare_base and fine_tunes(ctx)}
 
 
 def check_bench_section(ctx: Context, where: str) -> None:

@@ -7,7 +7,7 @@
 judge the last of them.)
 
 Each stage declares its input paths, its parameters, the language packs it depends on and its
-outputs (`mens.pipeline.stages`). Before running a stage the engine fingerprints the inputs'
+outputs (`mens.stage.Stage`: mens.corpus.stages and mens.pipeline.stages list them). Before running a stage the engine fingerprints the inputs'
 contents, the parameters, the packs' `fingerprint()` and the source of the mens code that makes
 the outputs (`mens.fingerprint`); when all of these equal what
 `<work dir>/pipeline_state.json` recorded after the stage last succeeded, and the outputs still
@@ -30,57 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mens.errors import GateFailure, MensError
+from mens.errors import GateFailure, MensError, did_you_mean
 from mens.fingerprint import CONTENT_HASH_LIMIT, fingerprint_block, input_hashes
 from mens.files import hold_lock, release_lock, write_json_atomic
 from mens.progress import say
+from mens.stage import Context, Stage, whole
 
 STATE_NAME = "pipeline_state.json"
-
-
-@dataclass
-class Stage:
-    """One step of the pipeline. `run(ctx)` does the work and returns key figures."""
-
-    name: str
-    inputs: Callable[["Context"], list[Path]]
-    outputs: Callable[["Context"], list[Path]]
-    run: Callable[["Context"], dict[str, Any]]
-    params: Callable[["Context"], dict[str, Any]] = lambda ctx: {}
-    packs: Callable[["Context"], list[str]] = lambda ctx: []
-    needed: Callable[["Context"], str | None] = lambda ctx: None   # a reason not to run, or None
-    help: str = ""
-    # mens packages whose source made the outputs: a new mens version (or a local edit) re-runs
-    # the stages whose code changed, not only those whose inputs did.
-    code: tuple[str, ...] = ("mens",)
-
-
-@dataclass
-class Context:
-    """The resolved pipeline config plus helpers shared by the stages."""
-
-    config: dict[str, Any]
-    base_dir: Path                      # relative paths in the config are relative to this
-    work: Path
-    model: str | None = None            # --model: fine-tune this instead of the scratch base
-    resume: bool = False                # the running stage was interrupted before with these same inputs
-    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def section(self, name: str) -> dict[str, Any]:
-        value = self.config.get(name) or {}
-        if not isinstance(value, dict):
-            raise MensError(f"'{name}' must be a mapping", "pipeline config", "see examples/pipeline.yaml")
-        return value
-
-    def path(self, value: str | Path) -> Path:
-        """A config path: `{work_dir}` expanded, relative ones resolved against the config's folder."""
-        text = str(value).replace("{work_dir}", str(self.work))
-        p = Path(os.path.expanduser(text))
-        return p if p.is_absolute() else (self.base_dir / p)
-
-    def work_file(self, *parts: str) -> Path:
-        """A path under the work dir, e.g. `work_file("corpus", "units.jsonl")`."""
-        return self.work.joinpath(*parts)
 
 
 @dataclass
@@ -134,12 +90,10 @@ def work_digest(fp: dict[str, Any]) -> str:
                                      sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def resumable(attempt: str | dict | None, fp: dict[str, Any]) -> bool:
+def resumable(attempt: dict | None, fp: dict[str, Any]) -> bool:
     """Whether an interrupted attempt (pipeline_state.json's `attempts`) may be resumed now: the
-    same inputs, params and packs (older states kept the full digest only)."""
-    if isinstance(attempt, dict):
-        return attempt.get("work") == work_digest(fp)
-    return attempt == fp["digest"]
+    same inputs, params and packs."""
+    return isinstance(attempt, dict) and attempt.get("work") == work_digest(fp)
 
 
 def stage_check(ctx: Context, state: dict[str, Any], stage: Stage) -> tuple[dict[str, Any], str | None]:
@@ -177,172 +131,50 @@ def save_state(work: Path, state: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------- config
 
-def load_config(path: str | Path, model: str | None = None) -> Context:
+def load_config(path: str | Path, model: str | None = None, stages: list[Stage] | None = None) -> Context:
+    """The config at `path`, checked whole before any stage runs: its own keys here, each
+    stage's section by the stage that owns it (`Stage.validate`; all stages, whatever --stages
+    picks, so a config stays valid as a whole)."""
     from mens.files import read_yaml
 
     path = Path(path)
     config = read_yaml(path, "pipeline config", "give a YAML file like examples/pipeline.yaml") or {}
     if not isinstance(config, dict):
         raise MensError("pipeline config must be a mapping", str(path), "see examples/pipeline.yaml")
-    check_keys(config, str(path))
+    if stages is None:
+        from mens.pipeline.stages import all_stages
+
+        stages = all_stages()
     base = path.resolve().parent
+    _check_own_keys(config, str(path), stages)
     work = Path(str(config.get("work_dir") or "out/pipeline"))
     work = (work if work.is_absolute() else base / work).resolve()
     configured = config.get("model")  # a folder beside the config (the shipped base) or a hub id
     if isinstance(configured, str) and (base / os.path.expanduser(configured)).exists():
         configured = str((base / os.path.expanduser(configured)).resolve())
     ctx = Context(config=config, base_dir=base, work=work, model=model or configured)
-    for source in ctx.section("corpus").get("sources") or []:  # named now, not by the extract stage
-        if "{work_dir}" not in str(source) and not ctx.path(source).exists():
-            raise MensError(f"corpus source not found: {ctx.path(source)}", f"{path}: corpus.sources",
-                            "list existing source and docs folders (relative to the config's folder)")
-    policy = ctx.path(ctx.section("gate").get("policy", "gates.yaml"))
-    if policy.is_file():  # a policy mistake is named now, not by the gate stage after training
-        from mens.evaluate.gates import load_policy
-
-        load_policy(policy)
+    for stage in stages:
+        stage.validate(ctx, str(path))
     return ctx
 
 
-# The keys each section may hold: a misspelt key (`max_step:`) is an error, not a silent default.
-# `train` and `scratch` take every `mens train` field (scratch also `data`); `mix` is checked by
-# mens.corpus.mix with the same rule.
-_SECTION_KEYS = {
-    "gather": {"stdlib", "packages", "max_file_bytes"},
-    "corpus": {"sources", "langs"},
-    "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "drill_english_names",
-                      "made_up_names", "made_up_subjects"},
-    "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
-              "compare_base"},
-    "gate": {"policy"},
-    "ship": {"to", "dtype"},
-}
-_TOP_KEYS = {"work_dir", "seed", "model", "mix", "train", "scratch", "dpo", "rl", *_SECTION_KEYS}
+# The keys the pipeline reads itself; every other top-level key is a stage's section.
+_OWN = {"work_dir": (lambda v: isinstance(v, str), "a path"),
+        "seed": (whole(-2**63), "a whole number"),
+        "model": (lambda v: isinstance(v, str), "a model path or hub id")}
 
 
-def _training_keys() -> dict[str, set[str]]:
-    """`dpo` and `rl` take their command's options (DpoOptions / RlOptions fields) plus the data."""
-    from dataclasses import fields
-
-    from mens.rl.dpo import DpoOptions
-    from mens.rl.grpo import RlOptions
-
-    return {"dpo": {"data", *(f.name for f in fields(DpoOptions))},
-            "rl": {"prompts", *(f.name for f in fields(RlOptions))}}
-
-
-def check_keys(config: dict[str, Any], where: str) -> None:
-    from mens.train.config import canonical_fields, resolve_config
-
-    if config.get("train") is False and config.get("model"):
-        raise MensError("train: false with a model: there is nothing to train the model into", where,
-                        "drop `train: false` to fine-tune the model, or `model` to train a scratch base")
-    for name in ("train", "scratch"):  # `mens train` fields, their TRL/HF aliases, and scratch's `data`
-        if isinstance(config.get(name), dict):
-            fields_ = canonical_fields(config[name], f"{where}: {name}",
-                                       extra=frozenset({"data"} if name == "scratch" else ()))
-            # Their values as `mens train` will check them, now rather than after the stages
-            # before (the base model is the pipeline's to name: a stand-in here).
-            flags = {"backend": "scratch" if name == "scratch" else "qlora", "preset": "tiny", "model": "base",
-                     **{k: v for k, v in fields_.items() if k != "data"}}
-            try:
-                resolve_config(flags)
-            except MensError as exc:
-                raise MensError(exc.what, f"{where}: {name}", exc.todo) from None
-    allowed = {**_SECTION_KEYS, **(_training_keys() if "dpo" in config or "rl" in config else {})}
-    unknown = sorted(set(map(str, config)) - _TOP_KEYS)
+def _check_own_keys(config: dict[str, Any], where: str, stages: list[Stage]) -> None:
+    """A misspelt key (`max_step:`) is an error, not a silent default; a `seed: abc` is found
+    when the config is read, not by the stage that reads it after others have run."""
+    known = set(_OWN) | {s.section for s in stages if s.section}
+    unknown = sorted(set(map(str, config)) - known)
     if unknown:
         raise MensError(f"unknown key(s) {', '.join(unknown)}", where,
-                        f"use {', '.join(sorted(_TOP_KEYS))} (see examples/pipeline.yaml)")
-    for name, keys in allowed.items():
-        section = config.get(name)
-        if isinstance(section, dict):
-            bad = sorted(str(k) for k in section if str(k) not in keys)
-            if bad:
-                raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
-                                f"use {', '.join(sorted(keys))}")
-    _check_own_values(config, where)
-    _check_mix(config, where)
-    _check_training_values(config, where)
-
-
-def _check_mix(config: dict[str, Any], where: str) -> None:
-    """The `mix` section (a mix.yaml minus `output`), checked by the mix's own parser when the
-    config is read: a `wieght: 2` or a `weight: -1` found only by the mix stage costs the corpus
-    stages before it. Paths are not looked up: the stages before the mix make them."""
-    from mens.corpus.mix import parse_config
-
-    section = config.get("mix")
-    if section is None:
-        return
-    if not isinstance(section, dict):
-        raise MensError(f"mix must be a mapping, got {section!r}", where, "fix mix (see examples/pipeline.yaml)")
-    if "output" in section:
-        raise MensError("mix.output is set by the pipeline (WORK_DIR/data/train.jsonl)", where,
-                        "leave mix.output out")
-    sources = section.get("sources") or ["pairs.valid.jsonl"]  # the stage's defaults stand in when none
-    parse_config({**section, "sources": sources, "output": "train.jsonl"}, Path("."), f"{where}: mix")
-
-
-def _check_own_values(config: dict[str, Any], where: str) -> None:
-    """The types and ranges of what the pipeline itself reads (seed, paths, corpus, generate_data,
-    mix sources, bench, gate), checked when the config is read: a `bench.k: -1` found only when
-    the bench stage is reached wastes the corpus and training stages before it."""
-    def whole(v: Any, low: int) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-    def strings(v: Any) -> bool:
-        return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-    sections = {name: config.get(name) if isinstance(config.get(name), dict) else {}
-                for name in ("corpus", "generate_data", "mix", "bench", "gate")}
-    checks = [("seed", config.get("seed"), lambda v: whole(v, -2**63), "a whole number"),
-              ("work_dir", config.get("work_dir"), lambda v: isinstance(v, str), "a path"),
-              ("model", config.get("model"), lambda v: isinstance(v, str), "a model path or hub id"),
-              ("corpus.sources", sections["corpus"].get("sources"), strings, "a list of folders, e.g. [vox, docs]"),
-              ("corpus.langs", sections["corpus"].get("langs"), strings, "a list of grammar names, e.g. [rust]"),
-              ("generate_data.count", sections["generate_data"].get("count"), lambda v: whole(v, 0), "0 or more"),
-              ("generate_data.seed", sections["generate_data"].get("seed"), lambda v: whole(v, -2**63),
-               "a whole number"),
-              ("generate_data.copy_drills", sections["generate_data"].get("copy_drills"), lambda v: whole(v, 0),
-               "0 or more"),
-              ("generate_data.code_drills", sections["generate_data"].get("code_drills"), lambda v: whole(v, 0),
-               "0 or more"),
-              *[(f"generate_data.{key}", sections["generate_data"].get(key),
-                 lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, "a share from 0 to 1")
-                for key in ("english_names", "drill_english_names", "made_up_names", "made_up_subjects")],
-              ("mix.sources", sections["mix"].get("sources"),
-               lambda v: isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and "path" in x)
-                                                     for x in v), "a list of paths or {path, weight} mappings"),
-              ("bench.path", sections["bench"].get("path"), lambda v: isinstance(v, str), "a bench file or folder"),
-              ("bench.grammar", sections["bench"].get("grammar"), lambda v: isinstance(v, str), "a language name"),
-              ("bench.seed", sections["bench"].get("seed"), lambda v: whole(v, -2**63), "a whole number"),
-              ("bench.temperature", sections["bench"].get("temperature"),
-               lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf"),
-               "0 (greedy) or more"),
-              ("bench.compare_base", sections["bench"].get("compare_base"), lambda v: isinstance(v, bool),
-               "true or false"),
-              ("gate.policy", sections["gate"].get("policy"), lambda v: isinstance(v, str), "a gate policy YAML")]
-    checks += [(f"bench.{key}", sections["bench"].get(key), lambda v: whole(v, 1), "a whole number, 1 or more")
-               for key in ("k", "samples", "limit", "max_new_tokens", "batch_size")]
-    for key, value, ok, want in checks:
-        if value is not None and not ok(value):
-            raise MensError(f"{key} must be {want}, got {value!r}", where, f"fix {key} (see examples/pipeline.yaml)")
-
-
-def _check_training_values(config: dict[str, Any], where: str) -> None:
-    """The `dpo:` / `rl:` values, checked when the config is read rather than when the stage is
-    reached after corpus and training (DpoOptions.check, RlOptions.check)."""
-    if not isinstance(config.get("dpo"), dict) and not isinstance(config.get("rl"), dict):
-        return
-    from mens.rl.dpo import DpoOptions
-    from mens.rl.grpo import RlOptions
-
-    for name, cls, data in (("dpo", DpoOptions, "data"), ("rl", RlOptions, "prompts")):
-        section = config.get(name)
-        if isinstance(section, dict):
-            values = {str(k): v for k, v in section.items() if k != data}
-            cls(**{"seed": config.get("seed", 0), **values}).check(f"{where}: {name}")
+                        did_you_mean(unknown[0], known, f"use {', '.join(sorted(known))} (see examples/pipeline.yaml)"))
+    for key, (ok, want) in _OWN.items():
+        if config.get(key) is not None and not ok(config[key]):
+            raise MensError(f"{key} must be {want}, got {config[key]!r}", where, f"fix {key} (see examples/pipeline.yaml)")
 
 
 def select(stages: list[Stage], names: str | None) -> list[Stage]:
@@ -404,7 +236,7 @@ def _run_stages(ctx: Context, stages: list[Stage], dry_run: bool,
         # stage resumes and says so (training itself refuses a checkpoint of another config).
         attempts = state.setdefault("attempts", {})
         ctx.resume = resumable(attempts.get(stage.name), fp)
-        if ctx.resume and attempts[stage.name] != fp["digest"] and attempts[stage.name].get("digest") != fp["digest"]:
+        if ctx.resume and attempts[stage.name].get("digest") != fp["digest"]:
             say(f"[{stage.name}] resuming the interrupted run although mens's code changed since it started")
         attempts[stage.name] = {"digest": fp["digest"], "work": work_digest(fp)}
         save_state(ctx.work, state)

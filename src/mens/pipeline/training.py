@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from mens.errors import MensError
 from mens.pipeline.judging import base_source, held_out
-from mens.pipeline.runner import Context
+from mens.stage import Context
 
 
 def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -26,6 +26,55 @@ def _train_flags(ctx: Context, section: str, defaults: dict[str, Any]) -> dict[s
         flags.setdefault("bench_max_new_tokens", int(ctx.section("bench").get("max_new_tokens", 256)))
         flags.setdefault("bench_batch_size", int(ctx.section("bench").get("batch_size", 8)))
     return flags
+
+
+def check_training(name: str) -> Callable[[Context, str], None]:
+    """The `train:` / `scratch:` section: `mens train` fields (their TRL/HF aliases, and scratch's
+    `data`), and their values as `mens train` will check them, when the config is read rather
+    than after the stages before (the base model is the pipeline's to name: a stand-in here)."""
+    def check(ctx: Context, where: str) -> None:
+        from mens.train.config import canonical_fields, resolve_config
+
+        section = ctx.config.get(name)
+        if name == "train" and section is False and ctx.config.get("model"):
+            raise MensError("train: false with a model: there is nothing to train the model into", where,
+                            "drop `train: false` to fine-tune the model, or `model` to train a scratch base")
+        if not isinstance(section, dict):
+            return
+        fields_ = canonical_fields(section, f"{where}: {name}", extra=frozenset({"data"} if name == "scratch" else ()))
+        flags = {"backend": "scratch" if name == "scratch" else "qlora", "preset": "tiny", "model": "base",
+                 **{k: v for k, v in fields_.items() if k != "data"}}
+        try:
+            resolve_config(flags)
+        except MensError as exc:
+            raise MensError(exc.what, f"{where}: {name}", exc.todo) from None
+
+    return check
+
+
+def check_rl_section(name: str) -> Callable[[Context, str], None]:
+    """The `dpo:` / `rl:` section: its command's options (DpoOptions / RlOptions, which check
+    their own values) plus its data, when the config is read rather than after training."""
+    def check(ctx: Context, where: str) -> None:
+        section = ctx.config.get(name)
+        if not isinstance(section, dict):
+            return
+        from dataclasses import fields
+
+        from mens.errors import did_you_mean
+        from mens.rl.dpo import DpoOptions
+        from mens.rl.grpo import RlOptions
+
+        cls, data = (DpoOptions, "data") if name == "dpo" else (RlOptions, "prompts")
+        keys = {data, *(f.name for f in fields(cls))}
+        bad = sorted(str(k) for k in section if str(k) not in keys)
+        if bad:
+            raise MensError(f"unknown key(s) in '{name}': {', '.join(bad)}", where,
+                            did_you_mean(bad[0], keys, f"use {', '.join(sorted(keys))}"))
+        values = {str(k): v for k, v in section.items() if k != data}
+        cls(**{"seed": ctx.config.get("seed", 0), **values}).check(f"{where}: {name}")
+
+    return check
 
 
 def scratch_params(ctx: Context) -> dict[str, Any]:

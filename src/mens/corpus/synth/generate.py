@@ -1,7 +1,6 @@
-"""`mens generate-data`: synthetic Vox programs with natural-language prompts.
+"""Synthetic Vox programs with natural-language prompts (`mens generate-data` writes them: synth/stage.py).
 
     generate(limit, seed, *, stats=None, pack=None) -> Iterator[Pair]   # parse-checked, deduped
-    generate_data(out, *, limit, seed=0, kind="programs") -> Report    # the command: pairs + report
     write_vox_tree(out_dir, n_files, seed) -> int                       # .vox files for bench/corpus_speed
     drafts(seed) -> Iterator[(template, Draft, prompt, domain)]        # unchecked, for the oracle script
 
@@ -14,7 +13,6 @@ visited in seeded shuffled rounds so every construct kind is covered evenly what
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections import Counter
@@ -22,16 +20,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
-from mens.corpus.report import Report
-from mens.corpus.synth.drills import code_drills, copy_drills
 from mens.corpus.synth.templates import app, core, data, flow, mixed, tables
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASINGS, RENAME_ASKS, RESERVED,
                                      made_up_entity, made_up_name)
 from mens.errors import MensError
 from mens.lang import LanguagePack, get_pack
-from mens.fingerprint import fingerprint_block
-from mens.progress import progress
 from mens.files import atomic_path
 from mens.records import Pair
 
@@ -367,53 +361,3 @@ def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
             (folder / f"{meta['template']}_{i:05d}.vox").write_text(text, encoding="utf-8")
             written += 1
     return written
-
-
-KINDS = ("programs", "copy-drills", "code-drills")
-
-
-def check_share(name: str, value: float, where: str) -> None:
-    """`english_names` / `made_up_names`: a share from 0 to 1, or a one-line error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise MensError(f"{name} must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
-
-
-def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs",
-                  english_names: float = 0.0, made_up_names: float = MADE_UP_SHARE,
-                  made_up_subjects: float = 0.0) -> Report:
-    """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
-    `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum.
-    `english_names`: the share of made-up names of English words rather than syllables;
-    `made_up_names`: the share of programs whose quoted names are made up (drills: all);
-    `made_up_subjects`: the share about a made-up subject whose prompt spells out its specifics."""
-    if limit <= 0:
-        raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
-    if kind not in KINDS:
-        raise MensError(f"unknown --kind {kind!r}", "generate-data", f"pass one of {', '.join(KINDS)}")
-    stats = SynthStats()
-    report = Report("generate", str(out))
-    pack = get_pack("vox")
-    check_share("english_names", english_names, "--english-names")
-    check_share("made_up_names", made_up_names, "--made-up-names")
-    check_share("made_up_subjects", made_up_subjects, "--made-up-subjects")
-    pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names,
-                     made_up_names=made_up_names, made_up_subjects=made_up_subjects) if kind == "programs" \
-        else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
-    written = 0
-    with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for pair in pairs:
-                fh.write(json.dumps(pair.to_dict(), ensure_ascii=False) + "\n")
-                written += 1
-                bar.advance()
-    # Drills are not drafted and checked: each one made is written.
-    report.counts.update(pairs=written, drafts=stats.drafts if kind == "programs" else written)
-    report.dropped.update(parse_error=stats.parse_failures, duplicate=stats.duplicates)
-    report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
-    if kind == "programs":  # the templates' drafting; drills have none
-        report.extra["synth"] = stats.to_dict()
-    params = {"limit": limit, "seed": seed, "kind": kind, "english_names": english_names,
-              "made_up_names": made_up_names, "made_up_subjects": made_up_subjects}
-    report.fingerprint = fingerprint_block({}, params, [pack])
-    report.write()
-    return report

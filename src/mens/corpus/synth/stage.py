@@ -1,0 +1,169 @@
+"""`mens generate-data` and the pipeline's generate-data stage: synthetic Vox pairs (`generate`)
+or drills (`drills`) to a JSONL file with a report.
+
+    generate_data(out, *, limit, seed=0, kind="programs", english_names=0.0,
+                  made_up_names=MADE_UP_SHARE, made_up_subjects=0.0) -> Report
+    GenerateDataOptions    the pipeline config's `generate_data:` section; its drills go to corpus/<kind>.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mens.corpus.report import Report
+from mens.corpus.stages import CORPUS_CODE
+from mens.corpus.synth import drills
+from mens.corpus.synth.drills import code_drills, copy_drills
+from mens.corpus.synth.generate import SynthStats, generate
+from mens.corpus.synth.words import MADE_UP_SHARE
+from mens.errors import MensError
+from mens.files import atomic_path, write_jsonl_atomic
+from mens.fingerprint import fingerprint_block
+from mens.flags import add_flag
+from mens.lang import get_pack
+from mens.progress import progress, say
+from mens.stage import Command, Context, Options, Stage, number, option, whole
+
+KINDS = ("programs", "copy-drills", "code-drills")
+
+
+def check_share(name: str, value: float, where: str) -> None:
+    """`english_names` / `made_up_names`: a share from 0 to 1, or a one-line error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise MensError(f"{name} must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
+
+
+def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "programs",
+                  english_names: float = 0.0, made_up_names: float = MADE_UP_SHARE,
+                  made_up_subjects: float = 0.0) -> Report:
+    """`mens generate-data`: `limit` pairs to a JSONL file, with a report: programs from
+    `generate`, or copy drills (mens.corpus.synth.drills) for a scratch base's curriculum.
+    `english_names`: the share of made-up names of English words rather than syllables;
+    `made_up_names`: the share of programs whose quoted names are made up (drills: all);
+    `made_up_subjects`: the share about a made-up subject whose prompt spells out its specifics."""
+    if limit <= 0:
+        raise MensError(f"--limit must be positive, got {limit}", "generate-data", "pass how many pairs to make")
+    if kind not in KINDS:
+        raise MensError(f"unknown --kind {kind!r}", "generate-data", f"pass one of {', '.join(KINDS)}")
+    stats = SynthStats()
+    report = Report("generate", str(out))
+    pack = get_pack("vox")
+    check_share("english_names", english_names, "--english-names")
+    check_share("made_up_names", made_up_names, "--made-up-names")
+    check_share("made_up_subjects", made_up_subjects, "--made-up-subjects")
+    pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names,
+                     made_up_names=made_up_names, made_up_subjects=made_up_subjects) if kind == "programs" \
+        else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
+    written = 0
+    with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for pair in pairs:
+                fh.write(json.dumps(pair.to_dict(), ensure_ascii=False) + "\n")
+                written += 1
+                bar.advance()
+    # Drills are not drafted and checked: each one made is written.
+    report.counts.update(pairs=written, drafts=stats.drafts if kind == "programs" else written)
+    report.dropped.update(parse_error=stats.parse_failures, duplicate=stats.duplicates)
+    report.examples = [{"reason": "parse_error", "message": f} for f in stats.failures]
+    if kind == "programs":  # the templates' drafting; drills have none
+        report.extra["synth"] = stats.to_dict()
+    params = {"limit": limit, "seed": seed, "kind": kind, "english_names": english_names,
+              "made_up_names": made_up_names, "made_up_subjects": made_up_subjects}
+    report.fingerprint = fingerprint_block({}, params, [pack])
+    report.write()
+    return report
+
+
+# ---------------------------------------------------------------- the stage: `mens generate-data`, the pipeline's generate-data
+
+SHARE = "a share from 0 to 1"
+# generate_data keys that each write corpus/<key>.jsonl with mens.corpus.synth.drills.<key>
+DRILL_KINDS = ("copy_drills", "code_drills")
+
+
+@dataclass
+class GenerateDataOptions(Options):
+    """The pipeline config's `generate_data:` section (seed: the config's seed when left out;
+    drill_english_names: english_names when left out)."""
+
+    count: int = option(0, whole(0), "0 or more")
+    seed: int | None = option(None, whole(), "a whole number")
+    copy_drills: int = option(0, whole(0), "0 or more")
+    code_drills: int = option(0, whole(0), "0 or more")
+    english_names: float = option(0.0, number(0, 1), SHARE)
+    drill_english_names: float | None = option(None, number(0, 1), SHARE)
+    made_up_names: float = option(MADE_UP_SHARE, number(0, 1), SHARE)
+    made_up_subjects: float = option(0.0, number(0, 1), SHARE)
+
+
+def _params(ctx: Context) -> dict[str, Any]:
+    opts = GenerateDataOptions.read(ctx.config.get("generate_data"), "generate_data", "pipeline config")
+    params = asdict(opts)
+    params["seed"] = ctx.seed if opts.seed is None else opts.seed
+    if opts.drill_english_names is None:
+        params["drill_english_names"] = opts.english_names
+    return params
+
+
+def _outputs(ctx: Context) -> list[Path]:
+    params = _params(ctx)
+    return [ctx.work_file("corpus", "synthetic.jsonl")] + \
+        [ctx.work_file("corpus", f"{kind}.jsonl") for kind in DRILL_KINDS if params[kind]]
+
+
+def _run(ctx: Context) -> dict[str, Any]:
+    p = _params(ctx)
+    n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
+                           generate(p["count"], p["seed"], english_names=p["english_names"],
+                                    made_up_names=p["made_up_names"], made_up_subjects=p["made_up_subjects"]))
+    made = {"rows": n}
+    for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
+        if p[kind]:
+            write_jsonl_atomic(ctx.work_file("corpus", f"{kind}.jsonl"),
+                               getattr(drills, kind)(p[kind], p["seed"], p["drill_english_names"]))
+            made[kind] = p[kind]
+    return made
+
+
+def _arguments(p) -> None:
+    add_flag(p, "--limit", type=int, required=True, help="how many pairs")
+    add_flag(p, "--seed", type=int, default=0)
+    p.add_argument("--kind", choices=("programs", "copy-drills", "code-drills"), default="programs",
+                   help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
+                   "made-up names and signatures exactly, a scratch base's --curriculum-data; code-drills: the "
+                   "same names copied into Vox declarations that parse (docs/synthetic-data.md)")
+    p.add_argument("--english-names", type=float, default=0.0, metavar="SHARE",
+                   help="share (0-1) of made-up names built from English words (`lines_capture`) instead of "
+                   "syllables (`velmo_rask`); default 0 (docs/synthetic-data.md)")
+    p.add_argument("--made-up-names", type=float, default=MADE_UP_SHARE, metavar="SHARE",
+                   help=f"share (0-1) of programs whose quoted names are made up, so that the code's names can only "
+                   f"be copied from the prompt; default {MADE_UP_SHARE} (docs/synthetic-data.md)")
+    p.add_argument("--made-up-subjects", type=float, default=0.0, metavar="SHARE",
+                   help="share (0-1) of programs about a made-up thing with made-up fields, whose prompt spells "
+                   "out its fields and the program's specifics (cron line, URI, handler names, paths …), so "
+                   "they can only be copied; default 0 (docs/synthetic-data.md)")
+    add_flag(p, "-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
+
+
+def _command(args) -> int:
+    from mens.corpus.cli import check_outputs, positive
+
+    positive(args.limit, "--limit", "500")
+    check_outputs((args.output, "-o"), report="generate")
+    report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind,
+                           english_names=args.english_names, made_up_names=args.made_up_names,
+                           made_up_subjects=args.made_up_subjects)
+    say(report.summary())
+    return 0
+
+
+STAGE = Stage(
+    "generate-data", inputs=lambda c: [], outputs=_outputs, run=_run, params=_params, packs=lambda c: ["vox"],
+    code=CORPUS_CODE, needed=lambda c: None if _params(c)["count"] > 0 else "generate_data.count is 0",
+    section="generate_data", options=GenerateDataOptions, help="synthetic Vox pairs that parse",
+    command=Command("generate-data", "synthetic, parser-verified Vox programs with prompts", _arguments, _command,
+                    group=None, description="Compose Vox programs from a grammar of templates, each verified to "
+                    "parse, each with a prompt describing it; no duplicates; reproducible for a --seed."))
