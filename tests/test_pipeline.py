@@ -378,13 +378,13 @@ def test_drills_take_their_own_english_share(tmp_path):
     from mens.corpus.synth import drills
     from mens.corpus.synth.generate import generate
     from mens.files import write_jsonl_atomic
-    from mens.pipeline.runner import Context
-    from mens.pipeline.stages import _gen_params, _generate
+    from mens.corpus.synth.stage import STAGE
+    from mens.stage import Context
 
     def made(gen: dict) -> tuple[str, str]:
         ctx = Context(config={"work_dir": str(tmp_path / "w"), "generate_data": gen}, base_dir=EXAMPLES,
                       work=tmp_path / "w")
-        _generate(ctx)
+        STAGE.run(ctx)
         corpus = tmp_path / "w" / "corpus"
         return (corpus / "synthetic.jsonl").read_text(), (corpus / "code_drills.jsonl").read_text()
 
@@ -398,8 +398,8 @@ def test_drills_take_their_own_english_share(tmp_path):
     assert drill_rows != expected("d1.jsonl", drills.code_drills(12, 0, 1.0))  # the share makes a difference
     _, drill_rows = made({"count": 30, "code_drills": 12, "english_names": 1.0})
     assert drill_rows == expected("d1.jsonl", drills.code_drills(12, 0, 1.0))
-    ctx = Context(config={"generate_data": {"count": 5}}, base_dir=EXAMPLES, work=tmp_path / "w")
-    assert "drill_english_names" not in _gen_params(ctx)  # earlier configs keep their fingerprint
+    ctx = Context(config={"generate_data": {"count": 5, "english_names": 0.5}}, base_dir=EXAMPLES, work=tmp_path / "w")
+    assert STAGE.params(ctx)["drill_english_names"] == 0.5  # left out: the programs' share
 
 
 @pytest.mark.parametrize("kind", ["copy_drills", "code_drills"])
@@ -538,11 +538,11 @@ def test_quality_line_says_what_the_fine_tune_did_to_its_base(tmp_path):
 def test_help_names_every_stage(capsys):
     """`mens pipeline --help` lists the stages in order, the optional dpo and rl too."""
     from mens.cli import main
-    from mens.pipeline.stages import STAGES
+    from mens.pipeline.stages import all_stages
 
     with pytest.raises(SystemExit):
         main(["pipeline", "--help"])
-    assert ", ".join(s.name for s in STAGES) in " ".join(capsys.readouterr().out.split())
+    assert ", ".join(s.name for s in all_stages()) in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_base_pipeline_gathers_trains_judges_and_ships_without_a_fine_tune(tmp_path, run_cli, monkeypatch):
