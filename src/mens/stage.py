@@ -6,7 +6,8 @@ each; mens.pipeline.stages the training and judging ones after them).
     Context     the resolved pipeline config, its work dir and path helpers
     Stage       name; inputs, outputs, params, packs, code (what its fingerprint covers); run(ctx)
                 → key figures; needed(ctx) → a reason not to run; the config `section` it owns,
-                with its `options` (read when the config is) and any further `check`
+                with its `options` (read when the config is), any further `check`, and the
+                `preflight` of what must already exist
     Command     a stage's own `mens …` command: its arguments and run(args)
     Options     a config section as a dataclass that checks itself (`Options.read`): an unknown
                 key names the closest known one, a value its field's rule (`option`)
@@ -86,7 +87,10 @@ class Stage:
     code: tuple[str, ...] = ("mens",)
     section: str | None = None          # the config key this stage owns
     options: type[Options] | None = None  # that section's keys and values, read with the config
-    check: Callable[[Context, str], None] | None = None  # anything more to say before any stage runs
+    check: Callable[[Context, str], None] | None = None  # more of its section's values, checked with them
+    # What must already exist (its source folders, a policy file): looked at once every stage's
+    # values are known good, so a misspelt key is named before a folder the config names wrongly.
+    preflight: Callable[[Context, str], None] | None = None
     command: Command | None = None
 
     def validate(self, ctx: Context, where: str) -> None:

@@ -372,7 +372,7 @@ def _command(args) -> int:
 STAGE = Stage(
     "extract", inputs=_sources, outputs=lambda c: [c.work_file("corpus", "units.jsonl")], run=_run,
     params=lambda c: {"langs": corpus_langs(c)}, packs=all_packs, code=CORPUS_CODE,
-    section="corpus", options=CorpusOptions, check=_sources_exist,
+    section="corpus", options=CorpusOptions, preflight=_sources_exist,
     help="split sources and docs into units (language packs)",
     command=Command("extract", "source files and Markdown docs → units.jsonl", _arguments, _command, source="paths",
                     description="Walk source files of every language pack and Markdown docs; write one unit per "

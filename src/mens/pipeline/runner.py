@@ -155,6 +155,9 @@ def load_config(path: str | Path, model: str | None = None, stages: list[Stage] 
     ctx = Context(config=config, base_dir=base, work=work, model=model or configured)
     for stage in stages:
         stage.validate(ctx, str(path))
+    for stage in stages:
+        if stage.preflight is not None:
+            stage.preflight(ctx, str(path))
     return ctx
 
 

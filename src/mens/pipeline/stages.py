@@ -73,7 +73,7 @@ MODEL_STAGES: list[Stage] = [
                                     *run_results(c, "training_manifest.json", "telemetry.jsonl",
                                                  "benchmark_results.json")],
           outputs=lambda c: run_results(c, "gate_receipt.json", "eval_results.json"), run=stage_gate, code=_EVALUATE,
-          section="gate", options=GateOptions, check=check_policy,
+          section="gate", options=GateOptions, preflight=check_policy,
           help="promotion gates"),
     Stage("card", inputs=lambda c: run_results(c, "training_manifest.json", "eval_results.json",
                                                 "benchmark_results.json", "gate_receipt.json"),
