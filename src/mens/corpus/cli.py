@@ -141,6 +141,8 @@ def register(sub) -> None:
                    help="share (0-1) of programs about a made-up thing with made-up fields, whose prompt spells "
                    "out its fields and the program's specifics (cron line, URI, handler names, paths …), so "
                    "they can only be copied; default 0 (docs/synthetic-data.md)")
+    p.add_argument("--lang", default="vox", help="the language of the programs: vox (default) or python, the "
+                   "plain-function templates ported to Python 3 (docs/synthetic-data.md)")
     add_flag(p, "-o", "--output", type=Path, required=True, help="synthetic.jsonl to write")
     p.set_defaults(func=_edge(_generate))
 
@@ -351,6 +353,6 @@ def _generate(args) -> int:
     _outputs((args.output, "-o"), report="generate")
     report = generate_data(args.output, limit=args.limit, seed=args.seed, kind=args.kind,
                            english_names=args.english_names, made_up_names=args.made_up_names,
-                           made_up_subjects=args.made_up_subjects)
+                           made_up_subjects=args.made_up_subjects, lang=args.lang)
     say(report.summary())
     return 0

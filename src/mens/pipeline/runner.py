@@ -211,7 +211,7 @@ _SECTION_KEYS = {
     "gather": {"stdlib", "packages", "max_file_bytes"},
     "corpus": {"sources", "langs"},
     "generate_data": {"count", "seed", "copy_drills", "code_drills", "english_names", "drill_english_names",
-                      "made_up_names", "made_up_subjects"},
+                      "made_up_names", "made_up_subjects", "lang"},
     "bench": {"path", "k", "samples", "temperature", "seed", "limit", "max_new_tokens", "batch_size", "grammar",
               "compare_base"},
     "gate": {"policy"},
@@ -308,6 +308,8 @@ def _check_own_values(config: dict[str, Any], where: str) -> None:
                "0 or more"),
               ("generate_data.code_drills", sections["generate_data"].get("code_drills"), lambda v: whole(v, 0),
                "0 or more"),
+              ("generate_data.lang", sections["generate_data"].get("lang"), _has_templates,
+               "a language with templates (vox, python)"),
               *[(f"generate_data.{key}", sections["generate_data"].get(key),
                  lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, "a share from 0 to 1")
                 for key in ("english_names", "drill_english_names", "made_up_names", "made_up_subjects")],
@@ -328,6 +330,12 @@ def _check_own_values(config: dict[str, Any], where: str) -> None:
     for key, value, ok, want in checks:
         if value is not None and not ok(value):
             raise MensError(f"{key} must be {want}, got {value!r}", where, f"fix {key} (see examples/pipeline.yaml)")
+
+
+def _has_templates(lang: Any) -> bool:
+    from mens.corpus.synth.generate import LANGS  # the templates: imported only when a config names a lang
+
+    return lang in LANGS
 
 
 def _check_training_values(config: dict[str, Any], where: str) -> None:

@@ -113,6 +113,8 @@ def _gen_params(ctx: Context) -> dict[str, Any]:
         params["made_up_names"] = float(sec["made_up_names"])
     if sec.get("made_up_subjects"):  # absent at 0, likewise
         params["made_up_subjects"] = float(sec["made_up_subjects"])
+    if sec.get("lang", "vox") != "vox":  # absent for Vox, likewise
+        params["lang"] = str(sec["lang"])
     return params
 
 
@@ -133,7 +135,7 @@ def _generate(ctx: Context) -> dict[str, Any]:
     n = write_jsonl_atomic(ctx.work_file("corpus", "synthetic.jsonl"),
                            generate(p["count"], p["seed"], stats=stats, english_names=english,
                                     made_up_names=p.get("made_up_names", MADE_UP_SHARE),
-                                    made_up_subjects=p.get("made_up_subjects", 0.0)))
+                                    made_up_subjects=p.get("made_up_subjects", 0.0), lang=p.get("lang", "vox")))
     made = {"rows": n}
     drill_english = p.get("drill_english_names", english)
     for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
@@ -212,9 +214,9 @@ STAGES: list[Stage] = [
           outputs=_at("corpus", "pairs.valid.jsonl"), run=_validate, packs=_all_packs, code=_CORPUS,
           help="parse, dedupe, quarantine"),
     Stage("generate-data", inputs=lambda c: [], outputs=_gen_outputs, run=_generate,
-          params=_gen_params, packs=lambda c: ["vox"], code=_CORPUS,
+          params=_gen_params, packs=lambda c: [_gen_params(c).get("lang", "vox")], code=_CORPUS,
           needed=lambda c: None if _gen_params(c)["count"] > 0 else "generate_data.count is 0",
-          help="synthetic Vox pairs that parse"),
+          help="synthetic Vox (or Python) pairs that parse"),
     Stage("mix", inputs=lambda c: [Path(s["path"]) for s in _mix_sources(c)],
           outputs=_at("data", "train.jsonl"), run=_mix, params=_mix_params, code=_CORPUS,
           help="weighted mix → train.jsonl"),
