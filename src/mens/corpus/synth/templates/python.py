@@ -21,10 +21,14 @@ from textwrap import dedent
 from mens.corpus.synth.templates.core import Ctx, Draft, render
 from mens.corpus.synth.words import PHRASINGS, RENAME_ASKS, RESERVED, SAMPLE_WORDS, Field, an
 
+# Names of the held-out Python bench's tasks (examples/base/bench) that made-up names of English
+# words (english.ENGLISH_WORDS, which leaves out the Vox bench's words only) could form: never
+# made up, so no bench name is a training name (tests/corpus/test_synth_python.py checks).
+HELD_OUT_NAMES = frozenset("available days limit names record split_timer wrapper".split())
 # What a made-up name must never be in Python: the Vox words (so the Vox and Python names come
-# from one pool), Python's keywords and soft keywords, and its builtins (a function called `len`
-# would parse and shadow the builtin).
-PY_RESERVED = RESERVED | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | \
+# from one pool), Python's keywords and soft keywords, its builtins (a function called `len`
+# would parse and shadow the builtin), and the bench's names above.
+PY_RESERVED = RESERVED | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | HELD_OUT_NAMES | \
     frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 # The Vox phrasings asking for Python, and a few in the words Python users write ("a Python
@@ -66,6 +70,16 @@ def _fn(c: Ctx, signature: str, body: str, what: str) -> str:
     """`def signature:` with an optional docstring and `body` (dedented) indented under it."""
     lines = dedent(body).strip("\n")
     return f"def {signature}:\n{_docstring(c, what)}" + "\n".join("    " + ln if ln else ln for ln in lines.split("\n")) + "\n"
+
+
+def _fresh_names(c: Ctx, k: int) -> list[str]:
+    """`k` new made-up names (Ctx.fresh) that are none of PY_RESERVED."""
+    names: list[str] = []
+    while len(names) < k:
+        name = c.fresh()
+        if name not in PY_RESERVED:
+            names.append(name)
+    return names
 
 
 def _dataclass(c: Ctx, fields: list[Field]) -> str:
@@ -226,7 +240,7 @@ def fn_pipeline(c: Ctx) -> Draft:
 def type_dataclass(c: Ctx) -> Draft:
     """data.type_struct in Python: a dataclass and a function that builds one from its fields."""
     e, fields = c.e, c.fields(2, 5)
-    ctor = c.fresh_names(1)[0] if c.made_up else f"new_{e.var}"
+    ctor = _fresh_names(c, 1)[0] if c.made_up else f"new_{e.var}"
     args = ", ".join(f"{f.name}: {f.type}" for f in fields)
     call = ", ".join(f"{f.name}={f.name}" for f in fields)
     code = _IMPORT + _dataclass(c, fields) + "\n\n" + render("""
@@ -244,8 +258,8 @@ def fn_const(c: Ctx) -> Draft:
     cap, label = f"MAX_{x.name.upper()}", f"DEFAULT_{s.name.upper()}"
     clamp, fill = f"clamp_{x.name}", f"{s.name}_or_default"
     if c.made_up:  # made-up names and default text, each stated
-        cap, label = (n.upper() for n in c.fresh_names(2))
-        clamp, fill = c.fresh_names(2)
+        cap, label = (n.upper() for n in _fresh_names(c, 2))
+        clamp, fill = _fresh_names(c, 2)
         dflt = c.fresh_text()
     typed = ": int" if c.chance(0.5) else ""
     code = render("""
