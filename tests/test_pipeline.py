@@ -327,6 +327,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"made_up_subjects": "half"}}, "generate_data.made_up_subjects must be a share from 0 to 1"),
     ({"generate_data": {"drill_english_names": -1}}, "generate_data.drill_english_names must be a share from 0 to 1"),
     ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
+    ({"generate_data": {"lang": "rust"}}, "generate_data.lang must be a language with templates (vox, python)"),
     ({"model": 5}, "model must be a model path or hub id"),
     # the mix section, by the mix's own parser, before the corpus stages run
     ({"mix": {"sources": [{"path": "a.jsonl", "weight": -1}]}}, "'weight' must be a number between 0.0 and 100.0"),
@@ -400,6 +401,24 @@ def test_drills_take_their_own_english_share(tmp_path):
     assert drill_rows == expected("d1.jsonl", drills.code_drills(12, 0, 1.0))
     ctx = Context(config={"generate_data": {"count": 5}}, base_dir=EXAMPLES, work=tmp_path / "w")
     assert "drill_english_names" not in _gen_params(ctx)  # earlier configs keep their fingerprint
+
+
+def test_generate_data_lang_python_writes_python_programs(tmp_path):
+    """`generate_data.lang: python` writes the Python programs of `generate-data --lang python`,
+    checked by the Python pack; without it the params (and so Vox configs' fingerprints) are as before."""
+    from mens.corpus.synth.generate import generate
+    from mens.pipeline.runner import Context
+    from mens.pipeline.stages import STAGES, _gen_params, _generate
+
+    ctx = Context(config={"work_dir": str(tmp_path / "w"), "generate_data": {"count": 12, "lang": "python"}},
+                  base_dir=EXAMPLES, work=tmp_path / "w")
+    _generate(ctx)
+    rows = (tmp_path / "w" / "corpus" / "synthetic.jsonl").read_text().splitlines()
+    assert [json.loads(r) for r in rows] == [p.to_dict() for p in generate(12, 0, lang="python")]
+    stage = next(s for s in STAGES if s.name == "generate-data")
+    assert stage.packs(ctx) == ["python"] and _gen_params(ctx)["lang"] == "python"
+    vox = Context(config={"generate_data": {"count": 5, "lang": "vox"}}, base_dir=EXAMPLES, work=tmp_path / "w")
+    assert "lang" not in _gen_params(vox) and stage.packs(vox) == ["vox"]
 
 
 @pytest.mark.parametrize("kind", ["copy_drills", "code_drills"])
