@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,8 @@ def test_drafts_that_do_not_parse_are_dropped_and_counted(monkeypatch, pack):
     def retired_syntax(c) -> Draft:  # `@server` is a retired form the parser must reject
         return Draft(f"@server fn s{c.num(0, 10**9)}() {{ }}\n", "a thing", "does nothing", "function", 1)
 
-    monkeypatch.setattr(synth, "TEMPLATES", {"fn_arith": synth.TEMPLATES["fn_arith"], "bad": retired_syntax})
+    monkeypatch.setitem(synth.LANGS, "vox", replace(synth.VOX, templates={"fn_arith": synth.TEMPLATES["fn_arith"],
+                                                                          "bad": retired_syntax}))
     stats = SynthStats()
     pairs = list(generate(40, 3, stats=stats, pack=pack))
     assert len(pairs) == 40 and all(p.source in ("synthetic:fn_arith", "synthetic:fn_arith:rename") for p in pairs)
@@ -148,8 +150,8 @@ def test_drafts_that_do_not_parse_are_dropped_and_counted(monkeypatch, pack):
 
 
 def test_stops_when_the_templates_run_dry(monkeypatch, pack):
-    monkeypatch.setattr(synth, "TEMPLATES", {"same": lambda c: Draft("fn one() to int {\n    return 1\n}\n",
-                                                                     "a function", "returns 1", "function", 1)})
+    same = {"same": lambda c: Draft("fn one() to int {\n    return 1\n}\n", "a function", "returns 1", "function", 1)}
+    monkeypatch.setitem(synth.LANGS, "vox", replace(synth.VOX, templates=same))
     stats = SynthStats()
     assert len(list(generate(10, 0, stats=stats, pack=pack, edit_share=0))) == 1
     assert stats.exhausted and stats.duplicates > 0

@@ -1,6 +1,7 @@
-"""Synthetic Vox programs with natural-language prompts (`mens generate-data` writes them: synth/stage.py).
+"""Synthetic Vox (or Python) programs with natural-language prompts (`mens generate-data` writes
+them: synth/stage.py).
 
-    generate(limit, seed, *, stats=None, pack=None) -> Iterator[Pair]   # parse-checked, deduped
+    generate(limit, seed, *, stats=None, pack=None, lang="vox") -> Iterator[Pair]  # parse-checked, deduped
     write_vox_tree(out_dir, n_files, seed) -> int                       # .vox files for bench/corpus_speed
     drafts(seed) -> Iterator[(template, Draft, prompt, domain)]        # unchecked, for the oracle script
 
@@ -9,6 +10,7 @@ and typed fields (`words.py`). Every draft is parsed with the Vox language pack 
 counted) when it does not parse; duplicates are dropped by the pack's structural hash. Output is
 deterministic for a seed: one `random.Random(seed)` drives every choice, and templates are
 visited in seeded shuffled rounds so every construct kind is covered evenly whatever the limit.
+`lang="python"` makes Python programs the same way from templates/python.py (LANGS).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
-from mens.corpus.synth.templates import app, core, data, flow, mixed, tables
+from mens.corpus.synth.templates import app, core, data, flow, mixed, python, tables
 from mens.corpus.synth.templates.core import Ctx, Draft
 from mens.corpus.synth.words import (CONTEXTS, ENTITIES, MADE_UP_SHARE, PHRASINGS, RENAME_ASKS, RESERVED,
                                      made_up_entity, made_up_name)
@@ -105,11 +107,11 @@ class SynthStats:
 _SIGNATURE = re.compile(r"^(?:pub )?fn (\w+)(\([^)\n]*\)(?: uses [\w, ]+)? to [^{\n]+?) \{", re.M)
 
 
-def with_signature(prompt: str, code: str) -> str:
+def with_signature(prompt: str, code: str, signature: re.Pattern = _SIGNATURE) -> str:
     """The prompt with its first quoted function name (`` `name` ``) given its signature from the
     code (`` `name(x: int) to int` ``), as a user who knows the interface writes it; unchanged
     when the code declares no such function."""
-    for m in _SIGNATURE.finditer(code):
+    for m in signature.finditer(code):
         quoted = f"`{m.group(1)}`"
         if quoted in prompt:
             return prompt.replace(quoted, f"`{m.group(1)}{m.group(2)}`", 1)
@@ -173,7 +175,8 @@ def _has_word(word: str, text: str) -> bool:
     return False
 
 
-def with_made_up_names(prompt: str, code: str, rng: random.Random, english: float = 0.0) -> tuple[str, str]:
+def with_made_up_names(prompt: str, code: str, rng: random.Random, english: float = 0.0,
+                       reserved: frozenset[str] = RESERVED) -> tuple[str, str]:
     """The prompt and code with each name the prompt quotes (`` `name…` ``) that the code uses
     replaced, everywhere as a whole word, by a made-up one (`velmo_rask`, `VelmoRask` for a type).
     Why: the templates' names come from a few hundred domain words, so a model can guess them
@@ -181,10 +184,12 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random, english: floa
     can only be copied. Names inside longer ones (`test_total_pages_1`) keep their old words."""
     for old in dict.fromkeys(_QUOTED_NAME.findall(prompt)):
         word = _WholeWord(old)
-        if old in RESERVED or not word.search(code):
+        if old in reserved or not word.search(code):
             continue
         new = made_up_name(rng, old[0].isupper(), english)
-        if new in RESERVED or _has_word(new, code + prompt):
+        if old.isupper():  # a constant (`MAX_PAGES`): `VelmoRask` -> `VELMO_RASK`
+            new = re.sub(r"(?<!^)(?=[A-Z])", "_", new).upper()
+        if new in reserved or _has_word(new, code + prompt):
             continue
         prompt, code = word.sub(new, prompt), word.sub(new, code)
     return prompt, code
@@ -192,6 +197,14 @@ def with_made_up_names(prompt: str, code: str, rng: random.Random, english: floa
 
 # A struct or table the code declares, with its `name: type` lines.
 _STRUCT = re.compile(r"^(@table )?(?:pub )?type ([A-Z]\w*) \{\n((?:    \w+: [^\n]+\n)+)\}", re.M)
+
+
+def vox_structs(code: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(kind, name, `field: type` lines) of each struct or table `code` declares."""
+    for m in _STRUCT.finditer(code):
+        table, name, body = m.groups()
+        yield "table" if table else "type", name, [line.strip().rstrip(",") for line in body.splitlines()]
+
 FIELD_NOTES = (
     "The `{name}` {kind} has {fields}.",
     "Fields of `{name}`: {fields}.",
@@ -201,14 +214,12 @@ FIELD_NOTES = (
 )
 
 
-def with_fields(prompt: str, code: str, rng: random.Random) -> str:
+def with_fields(prompt: str, code: str, rng: random.Random, structs=vox_structs) -> str:
     """The prompt with the fields of each struct or table the code declares spelled out —
     `` `Ledger` (mowu: str, weck: int) `` where it quotes the type, else a sentence after it
     (FIELD_NOTES) — unless the prompt names them all already. Why: a made-up subject's fields
     (words.made_up_entity) cannot be guessed, and users who want a table say what is in it."""
-    for m in _STRUCT.finditer(code):
-        table, name, body = m.groups()
-        fields = [line.strip().rstrip(",") for line in body.splitlines()]
+    for kind, name, fields in structs(code):
         named = (re.search(rf"\b{re.escape(n)}\b", prompt) or re.search(rf"\b{re.escape(n.replace('_', ' '))}\b", prompt)
                  for n in (f.split(":")[0] for f in fields))
         if all(named):
@@ -218,7 +229,7 @@ def with_fields(prompt: str, code: str, rng: random.Random) -> str:
         if quoted in prompt and f"{quoted} (" not in prompt and rng.random() < 0.5:
             prompt = prompt.replace(quoted, f"{quoted} ({listed})", 1)
         else:
-            note = rng.choice(FIELD_NOTES).format(name=name, kind="table" if table else "type", fields=listed)
+            note = rng.choice(FIELD_NOTES).format(name=name, kind=kind, fields=listed)
             prompt = f"{prompt} {note}"
     return prompt
 
@@ -229,13 +240,44 @@ EDIT_SHARE = 0.4        # of the drafts short enough (most), turned into rename 
 EDIT_MAX_CHARS = 330    # the code appears twice (prompt and answer); both fit a 256-token row
 
 
-def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class SynthLang:
+    """What drafting needs of a language beside its templates: the pack (and fence tag) that
+    checks its programs, the phrasings that ask for it, the names a made-up one must not be, and
+    the patterns of a signature a prompt can quote, a declaration a rename may change and a
+    struct whose fields a made-up subject's prompt spells out."""
+
+    name: str
+    templates: dict[str, Template]
+    phrasings: tuple[str, ...]
+    rename_asks: tuple[str, ...]
+    reserved: frozenset[str]
+    signature: re.Pattern
+    declared: re.Pattern
+    structs: Callable[[str], Iterator[tuple[str, str, list[str]]]]
+
+
+VOX = SynthLang("vox", TEMPLATES, PHRASINGS, RENAME_ASKS, RESERVED, _SIGNATURE, _DECLARED, vox_structs)
+# The languages with templates: `mens generate-data --lang`.
+LANGS = {"vox": VOX, "python": SynthLang("python", python.PY_TEMPLATES, python.PY_PHRASINGS, python.PY_RENAME_ASKS,
+                                          python.PY_RESERVED, python.PY_SIGNATURE, python.PY_DECLARED,
+                                          python.py_structs)}
+
+
+def synth_lang(name: str) -> SynthLang:
+    if name not in LANGS:
+        raise MensError(f"no templates for --lang {name!r}", "generate-data", f"pass one of {', '.join(LANGS)}")
+    return LANGS[name]
+
+
+def as_rename_edit(code: str, rng: random.Random, english: float = 0.0,
+                   lang: SynthLang = VOX) -> tuple[str, str] | None:
     """A rename request over `code` and the renamed code: one declared name (a function, type,
     component …) becomes a made-up one (or its words reordered), everywhere as a whole word.
     Why: answering it means copying the program and the new name from the prompt, the skill a
     small model lacks when it invents the name it was asked for (measured in docs/performance.md
     "Quickstart quality"); it is also a request users make. None when the code declares no name."""
-    names = [n for n in dict.fromkeys(_DECLARED.findall(code)) if n not in RESERVED]
+    names = [n for n in dict.fromkeys(lang.declared.findall(code)) if n not in lang.reserved]
     if not names:
         return None
     old = rng.choice(names)
@@ -244,17 +286,17 @@ def as_rename_edit(code: str, rng: random.Random, english: float = 0.0) -> tuple
     rng.shuffle(shuffled)
     if rng.random() < 0.3 and not old[0].isupper() and "_".join(shuffled) != old and not shuffled[0][:1].isdigit():
         new = "_".join(shuffled)
-    if new in RESERVED or _has_word(new, code):
+    if new in lang.reserved or _has_word(new, code):
         return None
-    ask = rng.choice(RENAME_ASKS).format(old=old, new=new)
-    shown = f"```vox\n{code}```"
+    ask = rng.choice(lang.rename_asks).format(old=old, new=new)
+    shown = f"```{lang.name}\n{code}```"
     prompt = f"{ask}\n{shown}" if rng.random() < 0.5 else f"{shown}\n{ask}"
     return prompt, _WholeWord(old).sub(new, code)
 
 
 def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0,
            made_up_names: float = MADE_UP_SHARE,
-           made_up_subjects: float = 0.0) -> Iterator[tuple[str, Draft, str, str]]:
+           made_up_subjects: float = 0.0, lang: SynthLang = VOX) -> Iterator[tuple[str, Draft, str, str]]:
     """An endless seeded stream of (template name, draft, prompt, domain), unchecked. Four in
     five prompts that name a function quote its whole signature, a share (`made_up_names`, half
     by default) have their quoted names made up (with_made_up_names), and about a third open with the situation (CONTEXTS): a small
@@ -262,22 +304,24 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0
     programs become rename edits instead (as_rename_edit; template name `<template>:rename`).
     `english_names`: the share of made-up names built from English words (words.made_up_name).
     `made_up_subjects`: the share of programs about a made-up subject (words.made_up_entity)
-    whose prompt spells out its fields (with_fields) and the template's specifics (Ctx.made_up)."""
+    whose prompt spells out its fields (with_fields) and the template's specifics (Ctx.made_up).
+    `lang`: the language's templates and phrasings (LANGS)."""
     rng = random.Random(seed)
-    names = list(TEMPLATES)
+    names = list(lang.templates)
     while True:
         rng.shuffle(names)
         for name in names:
             made_up = bool(made_up_subjects) and rng.random() < made_up_subjects  # no draw at 0: same data
             entity = made_up_entity(rng, english_names) if made_up else rng.choice(ENTITIES)
-            draft = TEMPLATES[name](Ctx(rng, entity, made_up, english_names))
-            prompt = rng.choice(PHRASINGS).format(noun=draft.noun, what=draft.what)
+            draft = lang.templates[name](Ctx(rng, entity, made_up, english_names))
+            lang_noun = f"a {lang.name.capitalize()} {draft.noun.partition(' ')[2]}"  # "a Python function `x`"
+            prompt = rng.choice(lang.phrasings).format(noun=draft.noun, what=draft.what, lang_noun=lang_noun)
             if rng.random() < 0.8:
-                prompt = with_signature(prompt, draft.code)
+                prompt = with_signature(prompt, draft.code, lang.signature)
             if made_up:
-                prompt = with_fields(prompt, draft.code, rng)
+                prompt = with_fields(prompt, draft.code, rng, lang.structs)
             if rng.random() < made_up_names:
-                prompt, code = with_made_up_names(prompt, draft.code, rng, english_names)
+                prompt, code = with_made_up_names(prompt, draft.code, rng, english_names, lang.reserved)
                 draft = replace(draft, code=code)
             prompt = prompt[0].upper() + prompt[1:]
             if rng.random() < 0.35:
@@ -286,7 +330,7 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0
                                                       plural=entity.plural_words, thing=entity.a, field=field)
                 prompt = f"{context} {prompt}"
             if edit_share and len(draft.code) <= EDIT_MAX_CHARS and rng.random() < edit_share:
-                edit = as_rename_edit(draft.code, rng, english_names)
+                edit = as_rename_edit(draft.code, rng, english_names, lang)
                 if edit is not None:
                     prompt, code = edit
                     yield name + ":rename", replace(draft, code=code), prompt, entity.domain
@@ -296,17 +340,19 @@ def drafts(seed: int, edit_share: float = EDIT_SHARE, english_names: float = 0.0
 
 def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: LanguagePack | None = None,
              edit_share: float = EDIT_SHARE, english_names: float = 0.0,
-             made_up_names: float = MADE_UP_SHARE, made_up_subjects: float = 0.0) -> Iterator[Pair]:
-    """Yield up to `limit` distinct synthetic Vox pairs that parse, deterministically for `seed`.
-    Pass a `SynthStats` to learn what was dropped and why."""
+             made_up_names: float = MADE_UP_SHARE, made_up_subjects: float = 0.0,
+             lang: str = "vox") -> Iterator[Pair]:
+    """Yield up to `limit` distinct synthetic pairs of `lang` (LANGS: Vox by default) that parse,
+    deterministically for `seed`. Pass a `SynthStats` to learn what was dropped and why."""
     if limit < 0:
         raise MensError(f"--limit must be 0 or more, got {limit}", "generate-data", "pass a count")
+    spec = synth_lang(lang)
     stats = stats if stats is not None else SynthStats()
-    pack = pack or get_pack("vox")
+    pack = pack or get_pack(spec.name)
     seen: set[str] = set()
     # Give up when most recent drafts are duplicates: the templates' space is used up.
     max_drafts = limit * 20 + 100
-    for name, draft, prompt, domain in drafts(seed, edit_share, english_names, made_up_names, made_up_subjects):
+    for name, draft, prompt, domain in drafts(seed, edit_share, english_names, made_up_names, made_up_subjects, spec):
         if stats.kept >= limit:
             return
         if stats.drafts >= max_drafts:
@@ -328,16 +374,16 @@ def generate(limit: int, seed: int, *, stats: SynthStats | None = None, pack: La
         stats.by_category[draft.category] += 1
         lines = draft.code.count("\n")
         difficulty = max(1, min(10, draft.difficulty + (lines > 20) + (lines > 35)))
-        yield Pair(prompt=prompt, response=f"```vox\n{draft.code}```", category=draft.category,
+        yield Pair(prompt=prompt, response=f"```{spec.name}\n{draft.code}```", category=draft.category,
                    rating=3, difficulty=difficulty, lane="codegen", response_mode="code_only",
-                   lang="vox", source=f"synthetic:{name}",
+                   lang=spec.name, source=f"synthetic:{name}",
                    metadata={"template": name.partition(":")[0], "domain": domain, "seed": seed,
                              **({"task": name.partition(":")[2]} if ":" in name else {})})
 
 
 def code_of(pair: Pair) -> str:
-    """The Vox source inside a synthetic pair's fenced response."""
-    return pair.response.removeprefix("```vox\n").removesuffix("```")
+    """The source inside a synthetic pair's fenced response (```vox, ```python)."""
+    return pair.response.partition("\n")[2].removesuffix("```")
 
 
 def write_vox_tree(out_dir: str | Path, n_files: int, seed: int) -> int:
