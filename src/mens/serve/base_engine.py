@@ -31,6 +31,7 @@ class ServedEngine(Protocol):
     queue_size: int
     grammar: object | None     # a serve.grammar.Constraint, or None without --grammar
     device: object
+    error: str | None          # why the engine stopped, for /health
 
     @property
     def alive(self) -> bool: ...

@@ -10,8 +10,8 @@ tokens (llama.cpp's end-of-generation set), streaming and usage mean what they m
 background thread owns the llama.cpp context and batches continuously through llama.cpp's C API
 (llama-cpp-python's ctypes bindings): up to `--max-batch` choices decode together, each its own
 sequence in one KV cache, newcomers prefilled in the same steps. Sampling: temperature then
-top_p (OpenAI's order), seeded per choice (seed + i) as the mens
-engine does; llama.cpp's own top-k, min-p and penalties are not used.
+top_p (OpenAI's order), seeded per choice (seed + i) as the mens engine does; llama.cpp's own
+top-k, min-p and penalties are not used.
 """
 
 from __future__ import annotations
