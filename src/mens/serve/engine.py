@@ -19,118 +19,40 @@ ends, so no row is ever inserted or removed.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter, deque
-
 import torch
 
 from mens.chat_template import stop_token_ids
-from mens.progress import say
+from mens.serve.base_engine import BaseEngine
 from mens.serve.batch_cache import join, keep_rows, new_cache, row_batching
-from mens.serve.requests import EngineStopped, QueueFull, Request, Seq
+from mens.serve.requests import Seq
 
 
-class Engine:
+class Engine(BaseEngine):
+    """The PyTorch engine: BaseEngine's queue, stats and per-token handling, with _schedule
+    batching over a transformers model's KV cache."""
+
     def __init__(self, model, tokenizer, *, context_window: int, max_batch: int = 8, queue_size: int = 64,
                  grammar=None, mixed_adapters: bool = False, top_candidates: int = 32,
                  max_grammar_candidates: int = 1024):
-        self.model, self.tokenizer = model, tokenizer
-        self.device = next(model.parameters()).device
+        super().__init__(tokenizer, context_window=context_window, max_batch=max_batch, queue_size=queue_size,
+                         device=next(model.parameters()).device, eos_ids=stop_token_ids(model, tokenizer) or [0])
+        self.model = model
         self.cache_kwarg = _cache_kwarg(model)
-        self.context_window = context_window
-        self.max_batch, self.queue_size = max_batch, queue_size
         self.one_at_a_time = row_batching(model.config)   # None, or why rows cannot be joined and cut
-        self.batching = "continuous" if self.one_at_a_time is None else \
-            f"one request at a time: {self.one_at_a_time}"
+        if self.one_at_a_time is not None:
+            self.batching = f"one request at a time: {self.one_at_a_time}"
         self.grammar = grammar                    # a serve.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
-        self.eos_ids = stop_token_ids(model, tokenizer) or [0]
-        self._chooser = None                      # built now, before the first request waits on it
-        if grammar is not None:
+        if grammar is not None:                   # built now, before the first request waits on it
             from mens.serve.grammar import TokenChooser
 
             self._chooser = TokenChooser(grammar, tokenizer, self.eos_ids, top_candidates=top_candidates,
                                          max_candidates=max_grammar_candidates)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
-                      "max_batch_size": 0, "rejected_queue_full": 0, "cancelled": 0,
-                      "batch_size_histogram": Counter()}
-        self._stats_lock = threading.Lock()  # the histogram is read by the server thread
-        self._waiting: deque[Request] = deque()
-        self._cond = threading.Condition()
-        self._stop = False
-        self.error: str | None = None   # why the engine thread died (a bug of ours, never a request's)
-        self._thread = threading.Thread(target=self._loop, name="mens-engine", daemon=True)
-        self._thread.start()
-
-    # ------------------------------------------------------------------ public
-
-    def submit(self, req: Request) -> None:
-        self.submit_all([req])
-
-    def submit_all(self, reqs: list[Request]) -> None:
-        """Queue all of `reqs` or none: a request with several prompts that does not fit whole is
-        refused (QueueFull) before any of its prompts waits."""
-        with self._cond:
-            if not self.alive:
-                raise EngineStopped(self.error or "the engine was stopped")
-            if len(self._waiting) + len(reqs) > self.queue_size:
-                self.stats["rejected_queue_full"] += 1
-                raise QueueFull(f"{len(self._waiting)} requests are waiting (queue size {self.queue_size})")
-            self._waiting.extend(reqs)
-            self.stats["requests"] += len(reqs)
-            self._cond.notify()
-
-    def cancel(self, reqs) -> None:
-        """Cancel requests: those still waiting leave the queue at once (they no longer count
-        against --queue-size), running ones leave the batch after the current step."""
-        with self._cond:
-            for req in reqs:
-                if req.cancelled:
-                    continue
-                req.cancelled = True
-                try:
-                    self._waiting.remove(req)
-                    self.stats["cancelled"] += 1
-                except ValueError:
-                    pass            # running (or finished): _retire drops its rows
-
-    @property
-    def alive(self) -> bool:
-        """Is the engine thread running and taking requests?"""
-        return self._thread.is_alive() and not self._stop and self.error is None
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        self._thread.join(timeout=10)
-        self._fail_waiting("the server is shutting down")
-
-    def snapshot(self) -> dict:
-        with self._stats_lock:
-            s = dict(self.stats)
-            hist = Counter(s.pop("batch_size_histogram"))
-        s["batch_size_histogram"] = {str(k): v for k, v in sorted(hist.items())}
-        steps = sum(hist.values())
-        s["mean_batch_size"] = round(sum(k * v for k, v in hist.items()) / steps, 3) if steps else 0.0
-        s["waiting"] = len(self._waiting)
-        s["grammar_rejections"] = self._chooser.rejections if self._chooser else 0
-        s["grammar_fallbacks"] = self._chooser.fallbacks if self._chooser else 0
-        s["grammar_finishes"] = self._chooser.finishes if self._chooser else 0
-        return s
+        self._start("mens-engine")
 
     # ------------------------------------------------------------------ scheduler loop
-
-    def _loop(self) -> None:
-        try:
-            self._schedule()
-        except BaseException as exc:  # a fault outside any request's handling: say so on /health
-            self.error = f"{type(exc).__name__}: {exc}"
-            say(f"serve: the engine stopped: {self.error}")
-            self._fail_waiting(f"the engine stopped: {self.error}")
 
     def _schedule(self) -> None:
         running: list[Seq] = []
@@ -166,19 +88,6 @@ class Engine:
                 running, cache, mask = [], None, None
         for s in running:
             s.req.emit(("error", "the server is shutting down"))
-
-    def _fail(self, seqs: list[Seq], exc: Exception) -> None:
-        say(f"serve: generation failed: {type(exc).__name__}: {exc}")
-        for req in {id(s.req): s.req for s in seqs}.values():
-            req.emit(("error", f"generation failed: {type(exc).__name__}: {exc}"))
-            req.cancelled = True
-
-    def _fail_waiting(self, message: str) -> None:
-        with self._cond:
-            waiting, self._waiting = list(self._waiting), deque()
-        for req in waiting:
-            req.emit(("error", message))
-            req.cancelled = True
 
     def _admit(self, n_running: int) -> list[Seq]:
         """Waiting requests that fit in the batch (a request with n choices takes n rows)."""
@@ -232,10 +141,7 @@ class Engine:
         out = self._forward(seqs, input_ids=ids, attention_mask=mask, position_ids=positions,
                             **{self.cache_kwarg: cache},
                             cache_position=torch.tensor([mask.shape[1] - 1], device=self.device))
-        self.stats["decode_steps"] += 1
-        with self._stats_lock:
-            self.stats["batch_size_histogram"][len(seqs)] += 1
-        self.stats["max_batch_size"] = max(self.stats["max_batch_size"], len(seqs))
+        self._count_step(len(seqs))
         self._sample(seqs, out.logits[:, -1, :])
         return _cache_of(out), mask
 
@@ -276,38 +182,6 @@ class Engine:
             except Exception as exc:  # this row's request fails (and leaves the batch); the others go on
                 self._fail([s], exc)
 
-    def _text(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def _accept(self, s: Seq, token: int) -> None:
-        req, sp = s.req, s.req.sampling
-        if req.first_token_at is None:
-            req.first_token_at = time.perf_counter()
-        self.stats["tokens"] += 1
-        if token in self.eos_ids:  # the end token counts as generated, as in OpenAI's usage
-            self._finish(s, "stop", self._text(s.generated), len(s.generated) + 1)
-            return
-        s.generated.append(token)
-        s.pending = token
-        text = s.text = self._text(s.generated)
-        at = _first_stop(text, sp.stop, len(s.sent))
-        if at is not None:
-            self._finish(s, "stop", text[:at])
-            return
-        if len(s.generated) >= sp.max_tokens or len(req.prompt_ids) + len(s.generated) >= self.context_window:
-            self._finish(s, "length", text)
-            return
-        safe = _hold_back(text, sp.stop)
-        if len(safe) > len(s.sent):
-            req.emit(("delta", s.index, safe[len(s.sent):]))
-            s.sent = safe
-
-    def _finish(self, s: Seq, reason: str, text: str, count: int | None = None) -> None:
-        if len(text) > len(s.sent) and text.startswith(s.sent):
-            s.req.emit(("delta", s.index, text[len(s.sent):]))
-        s.finish = reason
-        s.req.emit(("done", s.index, reason, len(s.generated) if count is None else count))
-
 
 def _generator(seed: int | None, choice: int) -> torch.Generator | None:
     """Choice i's generator, seeded seed + i (any int: taken modulo 2**64, torch's seed range)."""
@@ -347,24 +221,3 @@ def _cache_kwarg(model) -> str:
 def _cache_of(out):
     """The KV cache a forward returned, under either name (see _cache_kwarg)."""
     return out["cache"] if "cache" in out else out.past_key_values
-
-
-def _first_stop(text: str, stops: tuple[str, ...], sent: int) -> int | None:
-    """Where the first stop string in `text` starts (None: there is none). The earliest in the
-    text, not the first listed: one token can complete two stop strings, and the answer must
-    end before either. The search starts just before the `sent` characters already streamed
-    (held back, no stop string can start earlier)."""
-    hits = [text.find(stop, max(0, sent - len(stop))) for stop in stops]
-    return min((at for at in hits if at >= 0), default=None)
-
-
-def _hold_back(text: str, stops: tuple[str, ...]) -> str:
-    """`text` minus a tail that could still become a stop string or is a half-decoded character."""
-    cut = len(text)
-    for stop in stops:
-        for k in range(min(len(stop) - 1, len(text)), 0, -1):
-            if text.endswith(stop[:k]):
-                cut = min(cut, len(text) - k)
-                break
-    text = text[:cut]
-    return text.rstrip("\ufffd")

@@ -2,7 +2,7 @@
 .gguf as is; a run or model dir exported once and cached beside it as `<dir>.<quant>.gguf`,
 re-exported when a file of the dir is newer, in the mens cache when that folder is not writable),
 and llama.cpp's C API wrapped (llama-cpp-python's ctypes bindings): the model, its vocabulary
-and the tokenizer serve/app.py asks for."""
+and the tokenizer the routes (serve/routes/) ask for."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ class GGUFModel:
 
 
 class GGUFTokenizer:
-    """What serve/app.py asks of a tokenizer, over the GGUF's own vocabulary and chat template
+    """What the routes (serve/routes/) ask of a tokenizer, over the GGUF's own vocabulary and chat template
     (ChatML when the file has none, as `mens train` formats chats), rendered by transformers'
     template renderer as `apply_chat_template` does."""
 

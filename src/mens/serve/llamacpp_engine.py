@@ -4,30 +4,27 @@ through llama-cpp-python, for CPU users.
 MODEL_OR_RUN is a .gguf file, or a run or model dir exported to GGUF first and cached
 (serve/gguf_model.py, with the wrapped llama.cpp model and tokenizer).
 
-The engine has the mens engine's interface (submit, cancel, alive, stop, snapshot, and the
-tokenizer the app templates and tokenises with), and its queue, cancellation and per-token
-handling are the mens engine's own (inherited from serve/engine.py), so `max_tokens`, stop
-strings, the end tokens (llama.cpp's end-of-generation set), streaming and usage mean what they
-mean there. One background thread owns the llama.cpp context and batches continuously through
-llama.cpp's C API (llama-cpp-python's ctypes bindings): up to `--max-batch` choices decode
-together, each its own sequence in one KV cache, newcomers prefilled in the same steps.
-Sampling: temperature then top_p (OpenAI's order), seeded per choice (seed + i) as the mens
-engine does; llama.cpp's own top-k, min-p and penalties are not used.
+The engine is a BaseEngine (serve/base_engine.py), as the mens engine is: the queue,
+cancellation, stats and per-token handling are shared, so `max_tokens`, stop strings, the end
+tokens (llama.cpp's end-of-generation set), streaming and usage mean what they mean there. One
+background thread owns the llama.cpp context and batches continuously through llama.cpp's C API
+(llama-cpp-python's ctypes bindings): up to `--max-batch` choices decode together, each its own
+sequence in one KV cache, newcomers prefilled in the same steps. Sampling: temperature then
+top_p (OpenAI's order), seeded per choice (seed + i) as the mens engine does; llama.cpp's own
+top-k, min-p and penalties are not used.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import random
-import threading
 import time
-from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from mens.errors import MensError
 from mens.progress import say
-from mens.serve.engine import Engine
+from mens.serve.base_engine import BaseEngine
 from mens.serve.gguf_model import GGUFModel, GGUFTokenizer, cpu_threads, resolve_gguf, trained_context
 from mens.serve.requests import Seq
 
@@ -54,11 +51,11 @@ class _Row:
 
 # ---------------------------------------------------------------- the engine
 
-class LlamaCppEngine(Engine):
-    """serve/engine.py's Engine with llama.cpp decoding: the queue (submit_all, cancel, the 429
-    bound), liveness, stop, stats and the per-token handling (_accept: end tokens, stop strings,
-    max_tokens, the context window, streaming with held-back stop prefixes) are inherited;
-    __init__ sets the attributes those use; _schedule is llama.cpp's continuous batching.
+class LlamaCppEngine(BaseEngine):
+    """A BaseEngine (serve/base_engine.py) with llama.cpp decoding: the queue (submit_all, cancel,
+    the 429 bound), liveness, stop, stats and the per-token handling (_accept: end tokens, stop
+    strings, max_tokens, the context window, streaming with held-back stop prefixes) are the
+    base's; _schedule is llama.cpp's continuous batching.
 
     Each step is one llama_decode over one llama_batch: the next token of every running choice,
     then as many prompt tokens of newcomers as fit in `n_batch` (chunked prefill; a prompt whose
@@ -73,7 +70,9 @@ class LlamaCppEngine(Engine):
         lib = self.lib = self.model.lib
         self.gguf, self.threads = Path(gguf), n_threads or cpu_threads()
         window = n_ctx or min(trained_context(gguf) or MAX_CONTEXT, MAX_CONTEXT)
-        self.max_batch = min(max_batch, lib.llama_max_parallel_sequences())
+        # `token in eos_ids` asks the model: llama.cpp's end-of-generation set
+        super().__init__(GGUFTokenizer(self.model), context_window=window, queue_size=queue_size, device="cpu",
+                         max_batch=min(max_batch, lib.llama_max_parallel_sequences()), eos_ids=self.model)
         self.kv_tokens = min(window * self.max_batch, max(window, MAX_KV_TOKENS))
         params = lib.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = self.kv_tokens, n_batch, n_batch
@@ -86,22 +85,8 @@ class LlamaCppEngine(Engine):
         self.memory = lib.llama_get_memory(self.ctx)
         self.n_batch = n_batch
         self.batch = lib.llama_batch_init(n_batch, 0, 1)
-        self.tokenizer = GGUFTokenizer(self.model)
-        self.device = "cpu"
-        self.context_window, self.queue_size = window, queue_size
-        self.grammar, self._chooser = None, None
-        self.eos_ids = self.model                 # `token in eos_ids`: llama.cpp's end-of-generation set
-        self.stats = {"requests": 0, "sequences": 0, "decode_steps": 0, "prefills": 0, "tokens": 0,
-                      "max_batch_size": 0, "rejected_queue_full": 0, "cancelled": 0,
-                      "batch_size_histogram": Counter()}
-        self._stats_lock = threading.Lock()
-        self._waiting = deque()
-        self._cond = threading.Condition()
-        self._stop = False
-        self.error = None
         self._partial = None                      # (the head request, its next choice) when some run already
-        self._thread = threading.Thread(target=self._loop, name="mens-llamacpp", daemon=True)
-        self._thread.start()
+        self._start("mens-llamacpp")
 
     def stop(self) -> None:
         super().stop()
@@ -206,10 +191,7 @@ class LlamaCppEngine(Engine):
             prefilling = True
         b.n_tokens = n
         if decoding:
-            self.stats["decode_steps"] += 1
-            with self._stats_lock:
-                self.stats["batch_size_histogram"][len(decoding)] += 1
-            self.stats["max_batch_size"] = max(self.stats["max_batch_size"], len(decoding))
+            self._count_step(len(decoding))
         self.stats["prefills"] += prefilling
         return sampling
 
