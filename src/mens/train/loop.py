@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+import torch
+import torch.distributed as dist
+
 from mens.files import release_lock
 from mens.progress import NoBar, progress, say
 from mens.progress import plain_lines as progress_lines
@@ -134,8 +137,6 @@ class Step(NamedTuple):
 def optimizer_step(cfg: TrainConfig, session: Session, run: Run, step_batches: list) -> Step:
     """Forward and backward over the step's micro-batches, the gradient sum across ranks,
     clipping, the optimizer and schedule steps."""
-    import torch
-
     model, optim, scaler = session.model, session.optim, session.optim.scaler
     # One optimizer step = `window` micro-batches; rank r takes every world-th one.
     # Every rank knows the window's supervised tokens (the batches are identical
@@ -209,8 +210,6 @@ def log_step(session: Session, state: LoopState, bar, step: Step) -> None:
 
 def stop_requested(stop: StopFlag, run: Run) -> bool:
     """Ctrl+C or SIGTERM on any rank stops every rank at the same step."""
-    import torch
-
     return float(run.all_sum(torch.tensor(float(stop.requested), device=run.dev))) > 0
 
 
@@ -218,8 +217,6 @@ def stop_requested(stop: StopFlag, run: Run) -> bool:
 
 def evaluate(cfg: TrainConfig, session: Session, run: Run) -> float | None:
     """The mean loss per supervised token over the validation batches, all ranks together."""
-    import torch
-
     model = session.model
     if not session.data.val_batches:
         return None
@@ -246,8 +243,6 @@ def run_bench(cfg: TrainConfig, session: Session, run: Run, state: LoopState) ->
     training clocks skip its time so tokens/s and ETA stay about training."""
     if not run.main:
         return
-    import torch
-
     from mens.evaluate.bench import bench_callback
 
     model, tokenizer, step = session.built.model, session.built.tokenizer, state.progress.step
@@ -266,8 +261,6 @@ def run_bench(cfg: TrainConfig, session: Session, run: Run, state: LoopState) ->
 def checkpoint(cfg: TrainConfig, session: Session, run: Run, reason: str) -> None:
     """checkpoints/step-N (mens.train.checkpoint): every rank's RNG, the gathered weights of a
     sharded model, the progress (with fp16-mixed's loss scale); rank 0 writes it."""
-    import torch.distributed as dist
-
     model, optim, prog = session.model, session.optim, session.progress
     if optim.scaler:
         prog.loss_scale = optim.scaler.state_dict()
@@ -304,8 +297,6 @@ def record_failure(session: Session, run: Run, exc: BaseException) -> None:
 def finish(cfg: TrainConfig, session: Session, run: Run, state: LoopState) -> Outcome:
     """An interrupted run checkpoints; a completed one validates, benches and saves its weights
     and card; both write their results into the manifest."""
-    import torch.distributed as dist
-
     prog, model, manifest, telemetry = state.progress, session.built.model, session.manifest, session.telemetry
     prog.train_seconds += time.time() - state.started
     if state.status == "interrupted":

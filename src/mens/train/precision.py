@@ -18,6 +18,7 @@ Light at import (the config imports it): torch loads inside the functions.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -46,7 +47,7 @@ class Precision:
     device: str = "cpu"          # cuda | mps | cpu (autocast's device type)
     warning: str | None = None   # said once by the main rank: a choice that trains slower than the default
 
-    @property
+    @functools.cached_property  # asked at every forward pass
     def autocast(self) -> Callable[[], Any]:
         """The forward passes' context: torch.autocast for mixed precision, else a no-op."""
         import torch
