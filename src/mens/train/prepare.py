@@ -254,26 +254,9 @@ def build_batches(cfg: TrainConfig, run: Run, files: DataFiles, model: Model) ->
     if not train_examples:
         raise MensError("no training example has a supervised token left", str(files.train_file or cfg.raw_text),
                         "check --min-rating / --seq-len against the data")
-    # Padding is its own attention segment and carries no targets, so its id never matters; a
-    # non-pad id keeps transformers from warning about a missing attention mask.
-    pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id not in (None, tokenizer.pad_token_id) \
-        else ((tokenizer.pad_token_id or 0) + 1) % len(tokenizer)
-
-    window = cfg.grad_accum * run.world
-    # A curriculum runs first: the first `curriculum_steps` steps' micro-batches come from the
-    # curriculum pairs (as many of their epochs as that takes), put in front of the data's first
-    # epoch, so the loop, resume and the step count need nothing else.
-    lead = []
-    if cfg.curriculum_steps:
-        lead_examples, _ = examples_of(files.lead_pairs)
-        if not lead_examples:
-            raise MensError("no curriculum pair has a supervised token left", str(cfg.curriculum_data),
-                            "check the file against --seq-len")
-        need, epoch = cfg.curriculum_steps * window, 0
-        while len(lead) < need:
-            lead += epoch_batches(lead_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, packing)
-            epoch += 1
-        lead = lead[:need]
+    pad_id, window = padding_id(tokenizer), cfg.grad_accum * run.world
+    lead = curriculum_lead(cfg, examples_of(files.lead_pairs)[0], window, pad_id, packing) \
+        if cfg.curriculum_steps else []
 
     @functools.lru_cache(maxsize=1)  # the preflight and the loop both start with epoch 0's
     def batches_of(epoch: int):
@@ -285,6 +268,27 @@ def build_batches(cfg: TrainConfig, run: Run, files: DataFiles, model: Model) ->
                                 packing, shuffle=False) if val_examples else []
     return Data(batches_of, val_batches, window, total_steps, stats, files.train_file,
                 len(pairs), len(val_pairs), len(train_examples), len(val_examples), files.skipped)
+
+
+def padding_id(tokenizer) -> int:
+    """Padding is its own attention segment and carries no targets, so its id never matters; a
+    non-pad id keeps transformers from warning about a missing attention mask."""
+    return tokenizer.eos_token_id if tokenizer.eos_token_id not in (None, tokenizer.pad_token_id) \
+        else ((tokenizer.pad_token_id or 0) + 1) % len(tokenizer)
+
+
+def curriculum_lead(cfg: TrainConfig, lead_examples: list, window: int, pad_id: int, packing: bool) -> list:
+    """A curriculum runs first: the first `curriculum_steps` steps' micro-batches come from the
+    curriculum pairs (as many of their epochs as that takes), put in front of the data's first
+    epoch, so the loop, resume and the step count need nothing else."""
+    if not lead_examples:
+        raise MensError("no curriculum pair has a supervised token left", str(cfg.curriculum_data),
+                        "check the file against --seq-len")
+    lead, need, epoch = [], cfg.curriculum_steps * window, 0
+    while len(lead) < need:
+        lead += epoch_batches(lead_examples, cfg.seq_len, cfg.micro_batch, cfg.seed, epoch, pad_id, packing)
+        epoch += 1
+    return lead[:need]
 
 
 def count_steps(cfg: TrainConfig, batches_of: Callable[[int], list], window: int) -> int:
