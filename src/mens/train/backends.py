@@ -1,6 +1,7 @@
 """The backends: one builder each, registered by name. A builder returns a `Built` — the model
-on its device, the tokenizer, the compute dtype, how the run's final weights are saved and what
-the manifest records — and the loop, checkpoints and saving use only that, never the name.
+on its device, the tokenizer, the weights' dtype (as `mens.train.precision` decides it), how the
+run's final weights are saved and what the manifest records — and the loop, checkpoints and
+saving use only that, never the name.
 
 - `full`:    every weight of an HF causal LM trains, in fp32 master weights.
 - `lora`:    LoRA/DoRA adapters (PEFT) over a frozen HF base; only the adapter is saved.
@@ -23,6 +24,7 @@ from mens.chat_template import fit_embeddings, set_chat_template
 from mens.hf import NF4, BaseModelInfo, is_adapter_run, load_causal_lm, load_tokenizer, max_positions, resolve_base
 from mens.positions import check_generation_fits, check_length
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
+from mens.train.precision import decide_precision
 
 if TYPE_CHECKING:
     import torch
@@ -40,7 +42,7 @@ class Built:
 
     model: Any
     tokenizer: Any
-    dtype: Any                           # the dtype the weights compute in (manifest `dtype`)
+    dtype: Any                           # the weights' dtype (mens.train.precision; manifest `dtype`)
     save: Callable[..., None]            # save(run_dir, model, tokenizer, weights=None): the run's final weights
     base: BaseModelInfo | None = None    # the HF base it was loaded from (manifest `base_model`)
     quantization: str | None = None      # how the frozen base is stored (manifest `quantization`)
@@ -72,15 +74,6 @@ def build(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     if cfg.backend not in BUILDERS:
         raise MensError(f"unknown backend {cfg.backend!r}", "--backend", f"use one of {', '.join(BUILDERS)}")
     return BUILDERS[cfg.backend](cfg, device, bf16)
-
-
-def explicit_dtype(cfg: "TrainConfig", default):
-    """The weights' dtype: `--dtype` when given (fp16-mixed: fp32 master weights), else the
-    backend's `default`."""
-    import torch
-
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
-            "fp16-mixed": torch.float32}.get(cfg.dtype, default)
 
 
 # ---------------------------------------------------------------- Hugging Face bases
@@ -230,16 +223,11 @@ def qlora(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
 @register("lora")
 def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = False) -> Built:
-    import torch
-
     from mens.train.checkpoint import save_pretrained
 
     base, tokenizer, new_tokens = hf_base(cfg)
     check_expert_dropout(cfg, base)
-    if nf4:  # QLoRA computes in bf16 (its definition)
-        dtype = explicit_dtype(cfg, torch.bfloat16)
-    else:  # bf16 where the device does it natively
-        dtype = explicit_dtype(cfg, torch.bfloat16 if bf16 and device.type != "cpu" else torch.float32)
+    dtype = decide_precision(cfg, device.type, bf16).weights  # qlora: bf16; lora: bf16 where the GPU has it
     model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer)
     quantization = nf4_coverage(model) if nf4 else None
     model = attach_adapters(model, cfg, base, new_tokens)
@@ -274,21 +262,16 @@ def nf4_coverage(model) -> str:
 
 @register("full")
 def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
-    import torch
-
     from mens.train.checkpoint import save_pretrained
 
     base, tokenizer, new_tokens = hf_base(cfg)  # every weight trains, the added rows too
-    # fp32 master weights: AdamW updates on bf16 weights lose most small steps.
-    dtype = explicit_dtype(cfg, torch.float32)
+    dtype = decide_precision(cfg, device.type, bf16).weights  # fp32 master weights unless --dtype names one
     return Built(load_for_training(base, device, dtype, tokenizer=tokenizer), tokenizer, dtype, save_pretrained,
                  base=base, tokenizer_source=base.id, added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
 
 
 @register("scratch")
 def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
-    import torch
-
     from mens.train.model import name_the_loss
     from mens.train.scratch import build_model_and_tokenizer, train_bpe_tokenizer, training_texts
 
@@ -298,7 +281,7 @@ def scratch(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     model, tokenizer = build_model_and_tokenizer(shape, cfg.seed, tokenizer)
     added = set_chat_template(tokenizer, cfg.chat_template, "--chat-template") if cfg.chat_template else []
     fit_embeddings(model, tokenizer)  # its tokenizers speak ChatML already; a template file may add markers
-    dtype = explicit_dtype(cfg, torch.float32)  # `--dtype bf16` means bf16 weights, as for `full`
+    dtype = decide_precision(cfg, device.type, bf16).weights  # `--dtype bf16` means bf16 weights, as for `full`
     model.to(device=device, dtype=dtype)
     model.config.use_cache = False
     name_the_loss(model)

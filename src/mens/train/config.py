@@ -8,7 +8,6 @@ command-line flags. The resolved config is printed into the manifest, so a run d
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -167,139 +166,16 @@ class TrainConfig:
                              dropout=self.scratch_dropout, arch=self.scratch_arch)
 
     def validate(self) -> "TrainConfig":
-        def bad(what: str, todo: str) -> MensError:
-            return MensError(what, "training config", todo)
+        """Check every field (mens.train.config_rules) and normalise `target_modules`; the first
+        broken rule raises a one-line MensError naming the field."""
+        from mens.train.config_rules import check_config
 
         for f in fields(self):  # types first (a YAML `lr: fast` is named, not a traceback later)
             setattr(self, f.name, _typed(f.name, getattr(self, f.name)))
-        for f in fields(self):
-            allowed, value = f.metadata.get("choices"), getattr(self, f.name)
-            for item in (value if isinstance(value, list) else [value]):
-                if allowed and item is not None and item not in allowed:
-                    raise bad(f"unknown {f.name} value {item!r}",
-                              f"use one of {', '.join(allowed)}")
-        if self.distributed == "fsdp" and self.bench:
-            raise bad("--distributed fsdp does not support --bench (a mid-run bench needs the whole model "
-                      "on one rank)", "drop --bench and run `mens bench` on the finished run, or use "
-                      "--distributed ddp")
-        if self.dtype == "fp16-mixed" and self.backend == "qlora":
-            raise bad("--dtype fp16-mixed does not apply to qlora (QLoRA computes in bf16)",
-                      "use --backend lora with --dtype fp16-mixed, or qlora with --dtype auto")
-        if self.optim == "muon" and self.backend not in ("full", "scratch"):
-            raise bad(f"--optim muon trains whole weight matrices, not --backend {self.backend}'s adapters",
-                      "use --backend full or scratch with --optim muon, or --optim adamw")
-        if self.optim == "muon" and self.distributed == "fsdp":
-            raise bad("--optim muon needs each weight matrix whole; --distributed fsdp shards them",
-                      "use --distributed ddp with --optim muon, or --optim adamw")
-        if self.backend != "scratch" and not self.model:
-            raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
-        for name in ("lora_r", "lora_alpha", "seq_len", "micro_batch", "grad_accum", "log_interval",
-                     "loss_chunk", "nproc"):
-            if int(getattr(self, name)) < 1:
-                raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set {name} to a positive integer")
-        for name in ("eval_interval", "save_interval", "warmup_steps", "keep_checkpoints", "bench_every"):
-            if int(getattr(self, name)) < 0:
-                raise bad(f"{name} must be >= 0, got {getattr(self, name)}", f"set {name} to 0 or more")
-        if not self.lr > 0:
-            raise bad(f"lr must be positive, got {self.lr}", "set --lr, e.g. 2e-4")
-        if self.lora_dropout is not None and not 0 <= self.lora_dropout < 1:
-            raise bad(f"lora_dropout must be in [0, 1), got {self.lora_dropout}", "set --lora-dropout")
-        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio <= 1:
-            raise bad(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio}", "set --warmup-ratio, e.g. 0.03")
-        if not 0 <= self.val_split < 1:
-            raise bad(f"val_split must be in [0, 1), got {self.val_split}", "set --val-split, e.g. 0.05")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise bad(f"max_steps must be >= 1, got {self.max_steps}", "drop --max-steps or make it positive")
-        if self.max_steps is None and not self.epochs > 0:
-            raise bad(f"epochs must be positive, got {self.epochs}", "set --epochs")
-        if self.tokens_per_pass is not None and self.tokens_per_pass < 1:
-            raise bad(f"tokens_per_pass must be >= 1, got {self.tokens_per_pass}", "drop --tokens-per-pass or make it positive")
-        if self.ce_last_k is not None and self.ce_last_k < 1:
-            raise bad(f"ce_last_k must be >= 1, got {self.ce_last_k}", "drop --ce-last-k or make it positive")
-        if self.chat_template is not None:  # an unknown name or a missing file: before any model loads
-            from mens.chat_template import resolve_chat_template
-
-            _check_template(resolve_chat_template(self.chat_template, "--chat-template"), self.chat_template)
-        if self.min_rating is not None and not 1 <= self.min_rating <= 5:
-            raise bad(f"min_rating must be 1-5, got {self.min_rating}", "set --min-rating 1..5")
-        for name in ("lr", "epochs", "weight_decay", "max_grad_norm", "lora_dropout", "val_split", "scratch_dropout",
-                     "curriculum_lr"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise bad(f"{name} must be a finite number, got {value}", f"set {name} to a finite number")
-        if not self.weight_decay >= 0:
-            raise bad(f"weight_decay must be >= 0, got {self.weight_decay}", "set --weight-decay, e.g. 0.0")
-        if not self.max_grad_norm >= 0:
-            raise bad(f"max_grad_norm must be >= 0 (0 = no clipping), got {self.max_grad_norm}", "set --max-grad-norm")
-        if not all(0 <= b < 1 for b in self.adam_betas):
-            raise bad(f"adam_betas must be in [0, 1), got {list(self.adam_betas)}", "e.g. --adam-betas 0.9 0.999")
-        if not 0 <= self.seed < 2**32:
-            raise bad(f"seed must be 0 to 2**32-1, got {self.seed}", "set --seed to a non-negative integer")
-        if self.bench_max_new_tokens < 1:
-            raise bad(f"bench_max_new_tokens must be >= 1, got {self.bench_max_new_tokens}",
-                      "set --bench-max-new-tokens to a positive integer")
-        if self.bench_batch_size < 1:
-            raise bad(f"bench_batch_size must be >= 1, got {self.bench_batch_size}",
-                      "set --bench-batch-size to a positive integer")
-        if self.bench_limit < 1:
-            raise bad(f"bench_limit must be >= 1, got {self.bench_limit}", "set --bench-limit to a positive integer")
-        if self.curriculum_lr is not None and not self.curriculum_lr > 0:
-            raise bad(f"curriculum_lr must be > 0, got {self.curriculum_lr}", "set --curriculum-lr, e.g. 1e-3")
-        if self.curriculum_steps < 0:
-            raise bad(f"curriculum_steps must be >= 0, got {self.curriculum_steps}", "set --curriculum-steps")
-        if bool(self.curriculum_data) != (self.curriculum_steps > 0):
-            raise bad("curriculum_data and curriculum_steps go together: got "
-                      f"curriculum_data={self.curriculum_data!r}, curriculum_steps={self.curriculum_steps}",
-                      "pass both --curriculum-data PATH and --curriculum-steps N (or neither)")
-        if self.curriculum_steps and self.max_steps and self.curriculum_steps >= self.max_steps:
-            raise bad(f"curriculum_steps ({self.curriculum_steps}) must be fewer than max_steps ({self.max_steps}): "
-                      "they are counted in it", "raise --max-steps or lower --curriculum-steps")
-        for name in ("scratch_layers", "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise bad(f"{name} must be >= 1, got {getattr(self, name)}", f"set --{name.replace('_', '-')} "
-                          "to a positive integer")
-        if self.scratch_vocab and self.scratch_vocab < 261:
-            raise bad(f"scratch_vocab must be 0 (the VoxTokenizer) or at least 261 (bytes + specials), got "
-                      f"{self.scratch_vocab}", "set --scratch-vocab 0 or e.g. 1024")
-        if self.scratch_dropout is not None and not 0 <= self.scratch_dropout < 1:
-            raise bad(f"scratch_dropout must be in [0, 1), got {self.scratch_dropout}", "set --scratch-dropout")
-        if self.backend == "scratch":  # the shape (a known preset, heads that divide the width), before any data loads
-            from mens.positions import check_length
-
-            positions = self.scratch_model_shape().n_positions
-            check_length(self.seq_len, positions, "--seq-len", f"the scratch model's --scratch-positions {positions}")
-            if self.bench and self.bench_max_new_tokens >= positions:
-                raise bad(f"--bench-max-new-tokens {self.bench_max_new_tokens} leaves no room for a prompt in the "
-                          f"scratch model's {positions} positions", f"pass --bench-max-new-tokens {positions // 2} "
-                          "or less, or raise --scratch-positions")
-        from mens.train.levers import unknown as unknown_levers
-
-        if wrong := unknown_levers(self.speed_levers):
-            from mens.train.levers import LEVERS
-
-            raise bad(f"unknown speed lever {wrong[0]!r}", did_you_mean(
-                wrong[0].lstrip("-"), set(LEVERS) | {"all", "none"}, f"use all, none or names from {', '.join(LEVERS)}"))
-        if isinstance(self.target_modules, str) and not self.target_modules.strip(", "):
-            raise bad("target_modules is empty", "drop --target-modules (all-linear) or name the modules")
-        if isinstance(self.target_modules, list) and not self.target_modules:
-            raise bad("target_modules is empty", "drop target_modules (all-linear) or name the modules")
+        check_config(self)
         if isinstance(self.target_modules, str) and self.target_modules != "all-linear":
             self.target_modules = [m.strip() for m in self.target_modules.split(",") if m.strip()]
         return self
-
-
-def _check_template(text: str, setting: str) -> None:
-    """The chat template compiles as apply_chat_template compiles it: a syntax error is named
-    now, not as a traceback once the model has loaded."""
-    from jinja2 import TemplateError
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
-    try:
-        _compile_jinja_template(text)
-    except TemplateError as err:
-        line = f" (line {err.lineno})" if getattr(err, "lineno", None) else ""
-        raise MensError(f"the chat template is not valid Jinja: {err}{line}", setting,
-                        "fix the template file, or pass --chat-template chatml") from None
 
 
 def field_type(name: str) -> type:
