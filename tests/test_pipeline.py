@@ -328,7 +328,7 @@ def test_a_misspelt_config_key_is_an_error_not_a_default(run_cli, tmp_path, edit
     ({"generate_data": {"drill_english_names": -1}}, "generate_data.drill_english_names must be a share from 0 to 1"),
     ({"generate_data": {"copy_drills": "lots"}}, "generate_data.copy_drills must be 0 or more"),
     ({"generate_data": {"lang": "rust"}}, "generate_data.lang must be a language with templates (vox, python)"),
-    ({"generate_data": {"lang": "python", "code_drills": 5}}, "generate_data.code_drills makes Vox drills only"),
+    ({"generate_data": {"lang": "python", "copy_drills": 5}}, "generate_data.copy_drills makes Vox drills only"),
     ({"model": 5}, "model must be a model path or hub id"),
     # the mix section, by the mix's own parser, before the corpus stages run
     ({"mix": {"sources": [{"path": "a.jsonl", "weight": -1}]}}, "'weight' must be a number between 0.0 and 100.0"),
@@ -404,18 +404,24 @@ def test_drills_take_their_own_english_share(tmp_path):
     assert STAGE.params(ctx)["drill_english_names"] == 0.5  # left out: the programs' share
 
 
-def test_generate_data_lang_python_writes_python_programs(tmp_path):
+def test_generate_data_lang_python_writes_python_programs_and_drills(tmp_path):
     """`generate_data.lang: python` writes the Python programs of `generate-data --lang python`,
-    checked by the Python pack; without it the params (and so Vox configs' fingerprints) are as before."""
+    checked by the Python pack, and its code drills in Python; without it the params (and so Vox
+    configs' fingerprints) are as before."""
     from mens.corpus.synth.generate import generate
     from mens.corpus.synth.stage import STAGE
     from mens.stage import Context
 
-    ctx = Context(config={"work_dir": str(tmp_path / "w"), "generate_data": {"count": 12, "lang": "python"}},
+    from mens.corpus.synth.drills import code_drills
+
+    ctx = Context(config={"work_dir": str(tmp_path / "w"),
+                          "generate_data": {"count": 12, "lang": "python", "code_drills": 9}},
                   base_dir=EXAMPLES, work=tmp_path / "w")
     STAGE.run(ctx)
     rows = (tmp_path / "w" / "corpus" / "synthetic.jsonl").read_text().splitlines()
     assert [json.loads(r) for r in rows] == [p.to_dict() for p in generate(12, 0, lang="python")]
+    rows = (tmp_path / "w" / "corpus" / "code_drills.jsonl").read_text().splitlines()  # and Python drills
+    assert [json.loads(r) for r in rows] == [p.to_dict() for p in code_drills(9, 0, lang="python")]
     assert STAGE.packs(ctx) == ["python"] and STAGE.params(ctx)["lang"] == "python"
     vox = Context(config={"generate_data": {"count": 5, "lang": "vox"}}, base_dir=EXAMPLES, work=tmp_path / "w")
     assert "lang" not in STAGE.params(vox) and STAGE.packs(vox) == ["vox"]

@@ -1,7 +1,8 @@
 """Synthetic Python pairs (`mens generate-data --lang python`): every program parses with the real
 Python pack and is what its pair claims, prompts ask for Python and quote the code's names,
 output is reproducible, Vox output is what it was before languages, and no name of the held-out
-Python bench is ever produced."""
+Python bench is ever produced; the same of the Python code drills, and the Vox drills are what
+they were before them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mens.corpus.synth.drills import code_drills, copy_drills
 from mens.corpus.synth.generate import LANGS, SynthStats, code_of, drafts, generate
 from mens.corpus.synth.templates.python import PY_RESERVED
 from mens.errors import MensError
@@ -145,8 +147,86 @@ def test_generate_data_command_writes_python_pairs_and_refuses_unknown_languages
     assert report["counts"]["drafts"] == 40 + sum(report["dropped"].values())
     code, _, err = run_cli("generate-data", "--lang", "rust", "--limit", "5", "-o", tmp_path / "r.jsonl")
     assert code == 2 and "vox, python" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli("generate-data", "--lang", "python", "--kind", "code-drills", "--limit", "5",
+    code, _, err = run_cli("generate-data", "--lang", "python", "--kind", "copy-drills", "--limit", "5",
                            "-o", tmp_path / "d.jsonl")
-    assert code == 2 and "Vox drills only" in err
+    assert code == 2 and "Vox drills only" in err and "--kind code-drills" in err
     with pytest.raises(MensError, match="no templates"):
         next(generate(1, 0, lang="cobol"))
+
+
+# ---------------------------------------------------------------- code drills in Python
+
+# What a Python drill writes that the prompt does not hold: its keywords and type names.
+DRILL_WORDS = {"def", "pass", "class", "from", "import", "dataclasses", "dataclass", "int", "str", "bool", "float",
+               "list", "dict", "None"}
+
+
+@pytest.fixture(scope="module")
+def python_drills():
+    return list(code_drills(2000, 0, 0.5, lang="python"))
+
+
+def test_python_code_drills_compile_and_every_name_comes_from_the_prompt(python_drills, pack):
+    """Every answer is a ```python fence (as the Python pairs') of code the Python pack parses and
+    CPython compiles (no name twice in a signature), whose every other word the prompt holds."""
+    shapes = set()
+    for pair in python_drills:
+        assert pair.lang == "python" and pair.response_mode == "code_only" and pair.source == "synthetic:copy"
+        assert pair.response.startswith("```python\n") and pair.response.endswith("\n```"), pair.response
+        code = code_of(pair)
+        assert pack.analyze(code).ok, code
+        compile(code, "<drill>", "exec")
+        asked = set(re.findall(r"[A-Za-z_]\w*", pair.prompt))
+        assert "Python" in asked and "Vox" not in asked, pair.prompt
+        names = set(re.findall(r"[A-Za-z_]\w*", code)) - DRILL_WORDS
+        assert names and names <= asked, (pair.prompt, code)
+        shapes.add((code.split()[0], code.count("def ") > 1))
+    assert shapes == {("def", False), ("def", True), ("from", False)}
+
+
+def test_python_code_drills_declare_what_was_asked(python_drills):
+    """The signature quoted is the one declared; the dataclass has the listed fields, in order, after
+    its import (as templates/python.py writes a dataclass); the stubs are the listed names, in order."""
+    for pair in python_drills:
+        code, quoted = code_of(pair), re.findall(r"`([^`]+)`", pair.prompt)
+        if code.startswith("from dataclasses import dataclass\n\n\n@dataclass\nclass "):
+            head, *fields = code.splitlines()[4:]
+            assert head == f"class {quoted[0]}:" and [f.strip() for f in fields] == quoted[1:], (pair.prompt, code)
+        elif code.count("def ") > 1:
+            assert re.findall(r"^def (\w+)\(\):\n    pass$", code, re.M) == quoted, (pair.prompt, code)
+        else:
+            assert code == f"def {quoted[0]}:\n    pass\n", (pair.prompt, code)
+
+
+def test_python_code_drills_make_no_name_of_the_held_out_bench():
+    bench = _bench_names()
+    for pair in code_drills(2000, 1, 1.0, lang="python"):  # every name of English words: the likeliest to meet one
+        made = set(re.findall(r"[A-Za-z_]\w*", code_of(pair))) - DRILL_WORDS
+        assert not made & bench and not made & PY_RESERVED, (made & (bench | PY_RESERVED), pair.prompt)
+
+
+def test_code_drills_are_deterministic_and_vox_drills_what_they_were_before_python():
+    """The bytes of the Vox drills before Python drills (integrate at ea2ad67): Python's must not move
+    a draw of the Vox stream. Update the digest only when a change to the Vox drills is meant."""
+    digest = hashlib.sha256()
+    for drills in (code_drills, copy_drills):
+        for seed, english in ((0, 0.0), (1, 0.5)):
+            for pair in drills(200, seed, english):
+                digest.update((json.dumps(pair.to_dict(), ensure_ascii=False) + "\n").encode())
+    assert digest.hexdigest() == "e640bfdce6075643c34ac7a057ca31b4002295786ef581176ca6021594ca740b"
+    first = [p.to_dict() for p in code_drills(50, 4, 0.5, lang="python")]
+    assert first == [p.to_dict() for p in code_drills(50, 4, 0.5, lang="python")]
+    assert first != [p.to_dict() for p in code_drills(50, 5, 0.5, lang="python")]
+    with pytest.raises(MensError, match="no code drills"):
+        next(code_drills(1, 0, lang="cobol"))
+
+
+def test_generate_data_command_writes_python_code_drills(run_cli, tmp_path):
+    out = tmp_path / "drills.jsonl"
+    code, _, err = run_cli("generate-data", "--lang", "python", "--kind", "code-drills", "--limit", "30",
+                           "--seed", "2", "--english-names", "0.5", "-o", out)
+    assert code == 0, err
+    rows, _ = read_pairs(out)
+    assert [r.to_dict() for r in rows] == [p.to_dict() for p in code_drills(30, 2, 0.5, lang="python")]
+    report = json.loads(out.with_name("drills.generate_report.json").read_text())
+    assert report["fingerprint"]["params"]["lang"] == "python" and report["fingerprint"]["params"]["kind"] == "code-drills"

@@ -36,9 +36,11 @@ def check_share(name: str, value: float, where: str) -> None:
         raise MensError(f"{name} must be a share from 0 to 1, got {value!r}", where, "e.g. 0.5")
 
 
-def only_vox_drills(lang: str, drills_asked: str | None, where: str, fix: str) -> None:
-    """The drills are Vox (made-up names copied into Vox declarations): asked for beside another
-    `lang`, a one-line error rather than Vox rows in a Python corpus."""
+def only_vox_copy_drills(lang: str, drills_asked: str | None, where: str, fix: str) -> None:
+    """The copy drills say back signatures written the Vox way (`velmo_rask(n: int) to
+    List[int]`): asked for beside another `lang`, a one-line error rather than Vox syntax in a
+    Python base's curriculum. Code drills come in every language with templates (drills.DRILL_LANGS),
+    and beat copy drills as a curriculum (docs/performance.md), so they are the fix."""
     if lang != "vox" and drills_asked:
         raise MensError(f"{drills_asked} makes Vox drills only, not {lang}", where, fix)
 
@@ -56,8 +58,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     if kind not in KINDS:
         raise MensError(f"unknown --kind {kind!r}", "generate-data", f"pass one of {', '.join(KINDS)}")
     pack = get_pack(synth_lang(lang).name)
-    only_vox_drills(lang, f"--kind {kind}" if kind != "programs" else None, "generate-data",
-                    "drop --lang, or use --kind programs")
+    only_vox_copy_drills(lang, "--kind copy-drills" if kind == "copy-drills" else None, "generate-data",
+                         "drop --lang, or use --kind code-drills")
     stats = SynthStats()
     report = Report("generate", str(out))
     check_share("english_names", english_names, "--english-names")
@@ -65,7 +67,8 @@ def generate_data(out: str | Path, *, limit: int, seed: int = 0, kind: str = "pr
     check_share("made_up_subjects", made_up_subjects, "--made-up-subjects")
     pairs = generate(limit, seed, stats=stats, pack=pack, english_names=english_names,
                      made_up_names=made_up_names, made_up_subjects=made_up_subjects, lang=lang) if kind == "programs" \
-        else (copy_drills if kind == "copy-drills" else code_drills)(limit, seed, english_names)
+        else copy_drills(limit, seed, english_names) if kind == "copy-drills" \
+        else code_drills(limit, seed, english_names, lang)
     written = 0
     with progress("generate-data", total=limit) as bar, atomic_path(out) as tmp:
         with tmp.open("w", encoding="utf-8") as fh:
@@ -113,10 +116,10 @@ class GenerateDataOptions(Options):
 
 
 def _check(ctx: Context, where: str) -> None:
-    """The drills are Vox only: `lang: python` beside `copy_drills` / `code_drills` is an error."""
+    """The copy drills are Vox only: `lang: python` beside `copy_drills` is an error."""
     opts = GenerateDataOptions.read(ctx.config.get("generate_data"), "generate_data", where)
-    only_vox_drills(opts.lang, next((f"generate_data.{k}" for k in DRILL_KINDS if getattr(opts, k)), None), where,
-                    "drop the drills, or lang")
+    only_vox_copy_drills(opts.lang, "generate_data.copy_drills" if opts.copy_drills else None, where,
+                         "use code_drills, which come in Python too")
 
 
 def _params(ctx: Context) -> dict[str, Any]:
@@ -145,8 +148,9 @@ def _run(ctx: Context) -> dict[str, Any]:
     made = {"rows": n}
     for kind in DRILL_KINDS:  # a scratch base's curriculum (scratch.curriculum_data)
         if p[kind]:
+            lang = {"lang": p.get("lang", "vox")} if kind == "code_drills" else {}  # copy drills: Vox only (_check)
             write_jsonl_atomic(ctx.work_file("corpus", f"{kind}.jsonl"),
-                               getattr(drills, kind)(p[kind], p["seed"], p["drill_english_names"]))
+                               getattr(drills, kind)(p[kind], p["seed"], p["drill_english_names"], **lang))
             made[kind] = p[kind]
     return made
 
@@ -156,8 +160,9 @@ def _arguments(p) -> None:
     add_flag(p, "--seed", type=int, default=0)
     p.add_argument("--kind", choices=("programs", "copy-drills", "code-drills"), default="programs",
                    help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
-                   "made-up names and signatures exactly, a scratch base's --curriculum-data; code-drills: the "
-                   "same names copied into Vox declarations that parse (docs/synthetic-data.md)")
+                   "made-up names and signatures exactly (Vox only), a scratch base's --curriculum-data; code-drills: the "
+                   "same names copied into declarations that parse, Vox or (--lang python) Python "
+                   "(docs/synthetic-data.md)")
     p.add_argument("--english-names", type=float, default=0.0, metavar="SHARE",
                    help="share (0-1) of made-up names built from English words (`lines_capture`) instead of "
                    "syllables (`velmo_rask`); default 0 (docs/synthetic-data.md)")

@@ -50,7 +50,7 @@ PY_DECLARED = re.compile(r"(?:\bdef|\bclass)\s+([A-Za-z_]\w*)")
 _DATACLASS = re.compile(r"^@dataclass\nclass ([A-Z]\w*):\n((?:    \w+: [^\n]+\n)+)", re.M)
 
 DOCSTRING_SHARE = 0.3
-_IMPORT = "from dataclasses import dataclass\n\n\n"
+DATACLASS_IMPORT = "from dataclasses import dataclass\n\n\n"
 
 
 def py_structs(code: str):
@@ -166,7 +166,7 @@ def fn_list_loop(c: Ctx) -> Draft:
     else:
         name, what = f"count_{flag.name}", f"counts the {e.plural_words} whose {flag.words} flag is set"
         body = f"count = 0\nfor {v} in {p}:\n    if {v}.{flag.name}:\n        count += 1\nreturn count"
-    code = _IMPORT + _dataclass(c, fields) + "\n\n" + _fn(c, f"{name}({p}: list[{e.type_name}]) -> int", body, what)
+    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + _fn(c, f"{name}({p}: list[{e.type_name}]) -> int", body, what)
     return Draft(code, f"{an(e.type_name)} `{e.type_name}` dataclass and a function `{name}`", what, "function", 3)
 
 
@@ -230,7 +230,7 @@ def fn_pipeline(c: Ctx) -> Draft:
     what = f"keeps the {e.plural_words} with {word} {k} {x.words} and returns their {s.words}s, " \
            f"using a list comprehension"
     body = f"return [{v}.{s.name} for {v} in {e.plural} if {v}.{x.name} {cmp} {k}]"
-    code = _IMPORT + _dataclass(c, fields) + "\n\n" + \
+    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + \
         _fn(c, f"{name}({e.plural}: list[{e.type_name}]) -> list[str]", body, what)
     return Draft(code, f"{an(e.type_name)} `{e.type_name}` dataclass and a function `{name}`", what, "function", 4)
 
@@ -243,7 +243,7 @@ def type_dataclass(c: Ctx) -> Draft:
     ctor = _fresh_names(c, 1)[0] if c.made_up else f"new_{e.var}"
     args = ", ".join(f"{f.name}: {f.type}" for f in fields)
     call = ", ".join(f"{f.name}={f.name}" for f in fields)
-    code = _IMPORT + _dataclass(c, fields) + "\n\n" + render("""
+    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + render("""
         def $ctor($args) -> $T:
             return $T($call)""", ctor=ctor, args=args, T=e.type_name, call=call)
     listed = ", ".join(f"{f.words} ({f.type})" for f in fields)
