@@ -229,4 +229,5 @@ def test_generate_data_command_writes_python_code_drills(run_cli, tmp_path):
     rows, _ = read_pairs(out)
     assert [r.to_dict() for r in rows] == [p.to_dict() for p in code_drills(30, 2, 0.5, lang="python")]
     report = json.loads(out.with_name("drills.generate_report.json").read_text())
-    assert report["fingerprint"]["params"]["lang"] == "python" and report["fingerprint"]["params"]["kind"] == "code-drills"
+    params = report["fingerprint"]["params"]
+    assert params["lang"] == "python" and params["kind"] == "code-drills" and "python" in report["fingerprint"]["packs"]

@@ -160,8 +160,8 @@ def _arguments(p) -> None:
     add_flag(p, "--seed", type=int, default=0)
     p.add_argument("--kind", choices=("programs", "copy-drills", "code-drills"), default="programs",
                    help="programs (default): Vox programs with prompts; copy-drills: requests to say back "
-                   "made-up names and signatures exactly (Vox only), a scratch base's --curriculum-data; code-drills: the "
-                   "same names copied into declarations that parse, Vox or (--lang python) Python "
+                   "made-up names and signatures exactly (Vox only), a scratch base's --curriculum-data; "
+                   "code-drills: the same names copied into declarations that parse, Vox or (--lang python) Python "
                    "(docs/synthetic-data.md)")
     p.add_argument("--english-names", type=float, default=0.0, metavar="SHARE",
                    help="share (0-1) of made-up names built from English words (`lines_capture`) instead of "

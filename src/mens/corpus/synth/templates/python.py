@@ -166,7 +166,8 @@ def fn_list_loop(c: Ctx) -> Draft:
     else:
         name, what = f"count_{flag.name}", f"counts the {e.plural_words} whose {flag.words} flag is set"
         body = f"count = 0\nfor {v} in {p}:\n    if {v}.{flag.name}:\n        count += 1\nreturn count"
-    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + _fn(c, f"{name}({p}: list[{e.type_name}]) -> int", body, what)
+    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + \
+        _fn(c, f"{name}({p}: list[{e.type_name}]) -> int", body, what)
     return Draft(code, f"{an(e.type_name)} `{e.type_name}` dataclass and a function `{name}`", what, "function", 3)
 
 
