@@ -113,6 +113,25 @@ def test_a_killed_checkpoint_write_leaves_temps_the_next_run_removes(tiny_model_
     assert _leftovers(run) == []
 
 
+def test_a_run_killed_after_its_final_save_is_tidied_by_the_rerun(tiny_model_dir, tmp_path):
+    """A kill -9 that lands after the final manifest but before the lock is given back leaves the
+    dead process's lock file (and maybe a temp); the rerun, which finds a completed run and trains
+    nothing, still takes the lock and removes them."""
+    import tempfile
+
+    from mens.train.loop import train
+
+    data = write_pairs(tmp_path / "data", n=40)
+    run = tmp_path / "run"
+    cfg = config(tiny_model_dir, data, run, **dict(COMMON, max_steps=2))
+    assert train(cfg).status == "completed"
+    (run / ".mens.lock").write_text("")
+    Path(tempfile.mkstemp(prefix=".training_manifest.json.", suffix=".tmp", dir=run)[1]).write_text("{")
+    assert len(_leftovers(run)) == 2
+    assert train(cfg).status == "already-completed"
+    assert _leftovers(run) == []
+
+
 def test_a_second_process_on_a_live_run_stops_and_a_dead_ones_lock_is_gone(tiny_model_dir, tmp_path):
     """While a `mens train` writes a run dir, a second one on the same dir stops with one line
     (exit 2) instead of mixing its checkpoints, telemetry and manifest into the first's; once the
