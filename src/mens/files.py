@@ -85,6 +85,7 @@ def check_output(path: str | Path, flag: str = "-o") -> Path:
 
 LOCK_FILE = ".mens.lock"
 _HELD: dict[Path, int] = {}  # folder → the open lock file this process holds
+_CREATED: set[Path] = set()  # folders hold_lock made: an early error leaves no empty folder behind
 
 
 def hold_lock(folder: str | Path, what: str) -> None:
@@ -101,6 +102,7 @@ def hold_lock(folder: str | Path, what: str) -> None:
     folder = Path(folder).resolve()
     if folder in _HELD:
         return
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -110,14 +112,24 @@ def hold_lock(folder: str | Path, what: str) -> None:
         raise MensError(f"another mens process is writing this {what}", str(folder),
                         "wait for it to finish (or stop it) before running this again") from None
     _HELD[folder] = fd
+    if created:
+        _CREATED.add(folder)
 
 
 def release_lock(folder: str | Path) -> None:
-    """Give back `hold_lock`'s lock (the lock file goes too: a run dir holds only what it says)."""
-    fd = _HELD.pop(Path(folder).resolve(), None)
+    """Give back `hold_lock`'s lock (the lock file goes too: a run dir holds only what it says;
+    a folder hold_lock made and nothing was written in goes as well)."""
+    folder = Path(folder).resolve()
+    fd = _HELD.pop(folder, None)
     if fd is not None:
-        (Path(folder) / LOCK_FILE).unlink(missing_ok=True)
+        (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)
+    if folder in _CREATED:
+        _CREATED.discard(folder)
+        try:
+            folder.rmdir()  # only if the command wrote nothing in it (it stopped before its first write)
+        except OSError:
+            pass
 
 
 def check_not_input(out: str | Path, *inputs: str | Path) -> None:

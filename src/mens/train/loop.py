@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.distributed as dist
 
-from mens.files import hold_lock, release_lock
+from mens.files import release_lock
 from mens.progress import NoBar, progress, say
 from mens.progress import plain_lines as progress_lines
 from mens.train import distributed
@@ -86,7 +86,6 @@ def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float]
     run = open_run(cfg, force_restart)
     if run.completed:
         if run.main:  # a run killed after its final save left its lock file (and maybe temps)
-            hold_lock(run.run_dir, "run directory")
             for item in remove_run_leftovers(run.run_dir):
                 say(f"mens: removed {item}, left by a run that was stopped while writing it")
         say(f"mens: {run.run_dir} is already a completed run; pass --force-restart to train again")
