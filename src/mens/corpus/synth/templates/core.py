@@ -1,5 +1,6 @@
 """Templates for synthetic Vox programs, part 1: the shared machinery (`Draft`, `Ctx`, `render`)
-and plain functions: arithmetic, guards, strings, loops, pipelines, generics, contracts.
+and plain functions: arithmetic, guards, strings, loops, pipelines, generics, contracts. The
+first six are ported to Python (python.py): what they ask for is plain.py's, the Vox code here.
 
 A template is `fn(ctx) -> Draft`: it renders one complete Vox program about a domain entity and
 says, in words, what the program does. Code is written with `string.Template` (`$name`) because
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from string import Template
 from textwrap import dedent
 
+from mens.corpus.synth.templates import plain
 from mens.corpus.synth.words import RESERVED, SAMPLE_WORDS, Entity, Field, an, short_made_up_name
 
 
@@ -130,47 +132,42 @@ def obj(fields: list[Field]) -> str:
 
 
 # ---------------------------------------------------------------- plain functions
+# What each asks for (draws, name, sentence) is plain.py's, shared with python.py; here is the Vox.
 
-_ARITH = (
-    ("total", "$a * $b", "multiplies {a} by {b}"),
-    ("sum", "$a + $b", "adds {a} and {b}"),
-    ("gap", "$a - $b", "returns {a} minus {b}"),
-    ("mean", "($a + $b) / 2", "returns the average of {a} and {b}"),
-    ("share", "$a * $k / 100", "returns {k} percent of {a}"),
-    ("bucket", "$a / $k", "returns which bucket of size {k} {a} falls into"),
-    ("rest", "$a % $k", "returns {a} modulo {k}"),
-    ("weighted", "$a * $k + $b", "returns {a} times {k} plus {b}"),
-)
+_ARITH_CODE = {  # ARITH stem -> the Vox expression (ints divide to an int)
+    "total": "$a * $b",
+    "sum": "$a + $b",
+    "gap": "$a - $b",
+    "mean": "($a + $b) / 2",
+    "share": "$a * $k / 100",
+    "bucket": "$a / $k",
+    "rest": "$a % $k",
+    "weighted": "$a * $k + $b",
+}
 
 
 def fn_arith(c: Ctx) -> Draft:
-    a, b = c.sample(c.e.of("int"), 2)
-    op, expr, says = c.pick(_ARITH)
-    k = c.num(2, 99)
-    name = f"{c.e.var}_{op}_{a.name}"
-    body = Template(expr).substitute(a=a.name, b=b.name, k=k)
+    spec = plain.arith_spec(c)
+    a, b = spec.a.name, spec.b.name
+    body = Template(_ARITH_CODE[spec.stem]).substitute(a=a, b=b, k=spec.k)
     pure = "@pure\n" if c.chance(0.3) else ""
     pub = "pub " if not pure and c.chance(0.2) else ""
     if c.chance(0.5):
         code = render("""
             ${pure}${pub}fn $name($a: int, $b: int) to int {
                 return $body
-            }""", pure=pure, pub=pub, name=name, a=a.name, b=b.name, body=body)
+            }""", pure=pure, pub=pub, name=spec.name, a=a, b=b, body=body)
     else:
         code = render("""
             ${pure}${pub}fn $name($a: int, $b: int) to int {
                 let result = $body
                 return result
-            }""", pure=pure, pub=pub, name=name, a=a.name, b=b.name, body=body)
-    what = "takes " + c.e.a + "'s " + a.words + " and " + b.words + " and " + \
-        says.format(a=a.words, b=b.words, k=k)
-    return Draft(code, f"a function `{name}`", what, "function", 1)
+            }""", pure=pure, pub=pub, name=spec.name, a=a, b=b, body=body)
+    return Draft(code, f"a function `{spec.name}`", spec.what, "function", 1)
 
 
 def fn_guard(c: Ctx) -> Draft:
-    x = c.pick(c.e.of("int"))
-    lo, hi = c.num(0, 10), c.num(50, 5000)
-    name = c.pick(("validate", "check", "checked", "sanitize")) + f"_{x.name}"
+    x, lo, hi, name = plain.guard_spec(c)
     code = render("""
         fn $name($x: int) to Result[int] {
             if $x < $lo {
@@ -186,90 +183,80 @@ def fn_guard(c: Ctx) -> Draft:
     return Draft(code, f"a guard function `{name}`", what, "function", 2)
 
 
-def fn_string(c: Ctx) -> Draft:
-    s1, s2 = c.sample(c.e.of("str"), 2) if len(c.e.of("str")) > 1 else (c.e.of("str")[0],) * 2
-    variant = c.num(0, 2)
-    if variant == 0 and s1 != s2:
-        sep = c.pick((" - ", " / ", ", ", " by "))
-        name = f"{c.e.var}_label"
-        code = render("""
-            fn $name($a: str, $b: str) to str {
-                return $a + "$sep" + $b
-            }""", name=name, a=s1.name, b=s2.name, sep=sep)
-        what = f"joins {c.e.a}'s {s1.words} and {s2.words} with \"{sep}\" between them"
-    elif variant == 1:
-        fallback = c.pick(SAMPLE_WORDS)
-        name = f"{s1.name}_or_{fallback}"
-        code = render("""
-            fn $name($a: str) to str {
-                if len($a) is 0 {
-                    return "$fb"
-                }
+_STRING_CODE = {  # StringSpec.shape -> the Vox function over $a (and $b), $arg the spec's
+    "label": """
+        fn $name($a: str, $b: str) to str {
+            return $a + "$arg" + $b
+        }""",
+    "fallback": """
+        fn $name($a: str) to str {
+            if len($a) is 0 {
+                return "$arg"
+            }
+            return $a
+        }""",
+    "short": """
+        fn $name($a: str) to str {
+            if len($a) <= $arg {
                 return $a
-            }""", name=name, a=s1.name, fb=fallback)
-        what = f"returns the {s1.words} unchanged, or \"{fallback}\" when it is empty"
-    else:
-        n = c.num(3, 40)
-        name = f"short_{s1.name}"
-        code = render("""
-            fn $name($a: str) to str {
-                if len($a) <= $n {
-                    return $a
-                }
-                return slice($a, 0, $n) + "~"
-            }""", name=name, a=s1.name, n=n)
-        what = f"shortens a {s1.words} to at most {n} characters, adding \"~\" when it cut something"
-    return Draft(code, f"a string function `{name}`", what, "function", 2)
+            }
+            return slice($a, 0, $arg) + "~"
+        }""",
+}
+
+
+def fn_string(c: Ctx) -> Draft:
+    spec = plain.string_spec(c)
+    code = render(_STRING_CODE[spec.shape], name=spec.name, a=spec.s1.name, b=spec.s2.name, arg=spec.arg)
+    return Draft(code, f"a string function `{spec.name}`", spec.what, "function", 2)
+
+
+_LIST_LOOP_CODE = {  # ListLoopSpec.mode -> the Vox loop over $p, each $v, its int $x or flag $f
+    "sum": """
+        let mut total = 0
+        for $v in $p {
+            total += $v.$x
+        }
+        return total""",
+    "max": """
+        let mut best = 0
+        for $v in $p {
+            if $v.$x > best {
+                best = $v.$x
+            }
+        }
+        return best""",
+    "count": """
+        let mut count = 0
+        for $v in $p {
+            if $v.$f {
+                count += 1
+            }
+        }
+        return count""",
+}
 
 
 def fn_list_loop(c: Ctx) -> Draft:
-    e, fields = c.e, c.fields(2, 4)
-    x = c.pick([f for f in fields if f.type == "int"])
-    flag = next((f for f in fields if f.type == "bool"), None)
-    mode = c.pick(("sum", "max", "count") if flag else ("sum", "max"))
-    if mode == "sum":
-        name, what = f"total_{x.name}", f"adds up the {x.words} of every {e.words} in a list"
-        loop = render("""
-            let mut total = 0
-            for $v in $p {
-                total += $v.$x
-            }
-            return total""", v=e.var, p=e.plural, x=x.name)
-    elif mode == "max":
-        name, what = f"max_{x.name}", f"returns the largest {x.words} in a list of {e.plural_words} (0 for an empty list)"
-        loop = render("""
-            let mut best = 0
-            for $v in $p {
-                if $v.$x > best {
-                    best = $v.$x
-                }
-            }
-            return best""", v=e.var, p=e.plural, x=x.name)
-    else:
-        name, what = f"count_{flag.name}", f"counts the {e.plural_words} whose {flag.words} flag is set"
-        loop = render("""
-            let mut count = 0
-            for $v in $p {
-                if $v.$f {
-                    count += 1
-                }
-            }
-            return count""", v=e.var, p=e.plural, f=flag.name)
+    e, spec = c.e, plain.list_loop_spec(c)
+    flag = spec.flag.name if spec.flag else ""
+    loop = render(_LIST_LOOP_CODE[spec.mode], v=e.var, p=e.plural, x=spec.x.name, f=flag)
     body = "\n".join("    " + line for line in loop.strip().split("\n"))
-    code = c.struct(fields) + f"\n\nfn {name}({e.plural}: List[{e.type_name}]) to int {{\n{body}\n}}\n"
-    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{name}`", what, "function", 3)
+    code = c.struct(spec.fields) + f"\n\nfn {spec.name}({e.plural}: List[{e.type_name}]) to int {{\n{body}\n}}\n"
+    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{spec.name}`", spec.what,
+                 "function", 3)
 
 
-_LOOPS = (
-    ("digit_sum", "the sum of the decimal digits of", """
+_LOOP_CODE = {  # LOOPS stem -> the Vox body over the int $n and the drawn $k
+    "digit_sum": """
         let mut rest = $n
         let mut total = 0
         while rest > 0 {
             total += rest % 10
             rest = rest / 10
         }
-        return total"""),
-    ("gcd_with_$k", "the greatest common divisor of $k and", """
+        return total""",
+    "gcd_with_$k": """
         let mut a = $n
         let mut b = $k
         while b > 0 {
@@ -277,16 +264,16 @@ _LOOPS = (
             b = a % b
             a = t
         }
-        return a"""),
-    ("halvings", "how many times you can halve", """
+        return a""",
+    "halvings": """
         let mut rest = $n
         let mut steps = 0
         while rest > 1 {
             rest = rest / 2
             steps += 1
         }
-        return steps"""),
-    ("steps_to_$k", "how many steps of $k it takes to climb to", """
+        return steps""",
+    "steps_to_$k": """
         let mut level = 0
         let mut steps = 0
         loop {
@@ -296,46 +283,35 @@ _LOOPS = (
             level += $k
             steps += 1
         }
-        return steps"""),
-    ("triangle", "the sum of all whole numbers from 1 up to", """
+        return steps""",
+    "triangle": """
         let mut i = 1
         let mut total = 0
         while i <= $n {
             total += i
             i += 1
         }
-        return total"""),
-)
+        return total""",
+}
 
 
 def fn_while(c: Ctx) -> Draft:
-    x = c.pick(c.e.of("int"))
-    stem, says, body = c.pick(_LOOPS)
-    k = c.num(2, 12)
-    name = f"{x.name}_" + Template(stem).substitute(k=k)
-    body = Template(dedent(body).strip()).substitute(n=x.name, k=k)
+    x, stem, k, name, what = plain.while_spec(c)
+    body = Template(dedent(_LOOP_CODE[stem]).strip()).substitute(n=x.name, k=k)
     body = "\n".join("    " + line for line in body.split("\n"))
     code = f"fn {name}({x.name}: int) to int {{\n{body}\n}}\n"
-    what = "computes " + Template(says).substitute(k=k) + f" {an(x.words)} {x.words} value, using a loop"
-    return Draft(code, f"a function `{name}`", what, "function", 3)
+    return Draft(code, f"a function `{name}`", what + ", using a loop", "function", 3)
 
 
 def fn_pipeline(c: Ctx) -> Draft:
-    e, fields = c.e, c.fields(2, 4)
-    x = c.pick([f for f in fields if f.type == "int"])
-    s = c.pick([f for f in fields if f.type == "str"])
-    k, cmp = c.num(1, 300), c.pick((">", "<", ">="))
-    word = {">": "more than", "<": "less than", ">=": "at least"}[cmp]
-    name = f"{s.name}s_of_{e.plural}_by_{x.name}"
-    v = e.var[0]
+    e, (fields, x, s, k, cmp, name, what) = c.e, plain.pipeline_spec(c)
     code = c.struct(fields) + "\n\n" + render("""
 
         fn $name($p: List[$T]) to List[str] {
             return $p |> filter(fn($v) $v.$x $cmp $k) |> map(fn($v) $v.$s)
-        }""", name=name, p=e.plural, T=e.type_name, v=v, x=x.name, cmp=cmp, k=k, s=s.name)
-    what = f"keeps the {e.plural_words} with {word} {k} {x.words} and returns their {s.words}s, " \
-           f"using |> with filter and map"
-    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{name}`", what, "function", 4)
+        }""", name=name, p=e.plural, T=e.type_name, v=e.var[0], x=x.name, cmp=cmp, k=k, s=s.name)
+    return Draft(code, f"{an(e.type_name)} `{e.type_name}` type and a function `{name}`",
+                 what + ", using |> with filter and map", "function", 4)
 
 
 def fn_generic(c: Ctx) -> Draft:

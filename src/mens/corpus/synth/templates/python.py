@@ -1,8 +1,9 @@
 """Templates for synthetic Python programs (`mens generate-data --lang python`): the plain-function
 templates of core.py — arithmetic, guards, strings, loops over lists, while loops, filter-and-map —
 and a dataclass and constants, ported to idiomatic Python 3 with type hints. Same subjects,
-fields, made-up names and "what it does" sentences as the Vox ones, rendered as Python; a share
-carry a one-line docstring. They are ports of the Vox templates, not of any bench: a tiny base
+fields, made-up names and "what it does" sentences as the Vox ones (the plain functions' names
+and sentences are plain.py's, read by both), rendered as Python; a share carry a one-line
+docstring. They are ports of the Vox templates, not of any bench: a tiny base
 learns from them the shape of the requests it will get (a short function, the name copied from
 the request, an answer that stops where the function ends).
 
@@ -18,6 +19,7 @@ import re
 from string import Template
 from textwrap import dedent
 
+from mens.corpus.synth.templates import plain
 from mens.corpus.synth.templates.core import Ctx, Draft, render
 from mens.corpus.synth.words import PHRASINGS, RENAME_ASKS, RESERVED, SAMPLE_WORDS, Field, an
 
@@ -88,35 +90,34 @@ def _dataclass(c: Ctx, fields: list[Field]) -> str:
 
 
 # ---------------------------------------------------------------- plain functions
+# What each asks for (draws, name, sentence) is plain.py's, shared with core.py; here is the Python.
 
-_ARITH = (  # (stem, expression, return type, what it does): core._ARITH with Python's // and /
-    ("total", "$a * $b", "int", "multiplies {a} by {b}"),
-    ("sum", "$a + $b", "int", "adds {a} and {b}"),
-    ("gap", "$a - $b", "int", "returns {a} minus {b}"),
-    ("mean", "($a + $b) / 2", "float", "returns the average of {a} and {b}"),
-    ("share", "$a * $k // 100", "int", "returns {k} percent of {a}, rounded down"),
-    ("bucket", "$a // $k", "int", "returns which bucket of size {k} {a} falls into"),
-    ("rest", "$a % $k", "int", "returns {a} modulo {k}"),
-    ("weighted", "$a * $k + $b", "int", "returns {a} times {k} plus {b}"),
-)
+_ARITH_CODE = {  # ARITH stem -> (the Python expression, its type): // where Vox's ints divide to an int
+    "total": ("$a * $b", "int"),
+    "sum": ("$a + $b", "int"),
+    "gap": ("$a - $b", "int"),
+    "mean": ("($a + $b) / 2", "float"),
+    "share": ("$a * $k // 100", "int"),
+    "bucket": ("$a // $k", "int"),
+    "rest": ("$a % $k", "int"),
+    "weighted": ("$a * $k + $b", "int"),
+}
 
 
 def fn_arith(c: Ctx) -> Draft:
-    a, b = c.sample(c.e.of("int"), 2)
-    op, expr, ret, says = c.pick(_ARITH)
-    k = c.num(2, 99)
-    name = f"{c.e.var}_{op}_{a.name}"
-    value = Template(expr).substitute(a=a.name, b=b.name, k=k)
+    spec = plain.arith_spec(c)
+    a, b = spec.a.name, spec.b.name
+    expr, ret = _ARITH_CODE[spec.stem]
+    value = Template(expr).substitute(a=a, b=b, k=spec.k)
     body = f"return {value}" if c.chance(0.5) else f"result = {value}\nreturn result"
-    what = "takes " + c.e.a + "'s " + a.words + " and " + b.words + " and " + says.format(a=a.words, b=b.words, k=k)
-    code = _fn(c, f"{name}({a.name}: int, {b.name}: int) -> {ret}", body, what)
-    return Draft(code, f"a function `{name}`", what, "function", 1)
+    # `//` floors, and the sentence says so (Vox's ints floor too, but its pinned output predates this)
+    what = spec.what + (", rounded down" if spec.stem == "share" else "")
+    code = _fn(c, f"{spec.name}({a}: int, {b}: int) -> {ret}", body, what)
+    return Draft(code, f"a function `{spec.name}`", what, "function", 1)
 
 
 def fn_guard(c: Ctx) -> Draft:
-    x = c.pick(c.e.of("int"))
-    lo, hi = c.num(0, 10), c.num(50, 5000)
-    name = c.pick(("validate", "check", "checked", "sanitize")) + f"_{x.name}"
+    x, lo, hi, name = plain.guard_spec(c)
     what = f"returns {c.e.a}'s {x.words} when it is between {lo} and {hi}, " \
            f"and raises a ValueError saying which bound was broken otherwise"
     code = _fn(c, f"{name}({x.name}: int) -> int", Template("""
@@ -129,69 +130,58 @@ def fn_guard(c: Ctx) -> Draft:
 
 
 def fn_string(c: Ctx) -> Draft:
-    s1, s2 = c.sample(c.e.of("str"), 2) if len(c.e.of("str")) > 1 else (c.e.of("str")[0],) * 2
-    variant = c.num(0, 2)
-    if variant == 0 and s1 != s2:
-        sep = c.pick((" - ", " / ", ", ", " by "))
-        name, sig = f"{c.e.var}_label", f"{c.e.var}_label({s1.name}: str, {s2.name}: str) -> str"
-        what = f"joins {c.e.a}'s {s1.words} and {s2.words} with \"{sep}\" between them"
-        body = c.pick((f'return f"{{{s1.name}}}{sep}{{{s2.name}}}"', f'return {s1.name} + "{sep}" + {s2.name}'))
-    elif variant == 1:
-        fallback = c.pick(SAMPLE_WORDS)
-        name, sig = f"{s1.name}_or_{fallback}", f"{s1.name}_or_{fallback}({s1.name}: str) -> str"
-        what = f"returns the {s1.words} unchanged, or \"{fallback}\" when it is empty"
-        body = c.pick((f'return {s1.name} or "{fallback}"', f'if not {s1.name}:\n    return "{fallback}"\nreturn {s1.name}'))
+    spec = plain.string_spec(c)
+    s1, s2, arg = spec.s1.name, spec.s2.name, spec.arg
+    if spec.shape == "label":
+        sig = f"{spec.name}({s1}: str, {s2}: str) -> str"
+        body = c.pick((f'return f"{{{s1}}}{arg}{{{s2}}}"', f'return {s1} + "{arg}" + {s2}'))
+    elif spec.shape == "fallback":
+        sig = f"{spec.name}({s1}: str) -> str"
+        body = c.pick((f'return {s1} or "{arg}"', f'if not {s1}:\n    return "{arg}"\nreturn {s1}'))
     else:
-        n = c.num(3, 40)
-        name, sig = f"short_{s1.name}", f"short_{s1.name}({s1.name}: str) -> str"
-        what = f"shortens a {s1.words} to at most {n} characters, adding \"~\" when it cut something"
-        body = f'if len({s1.name}) <= {n}:\n    return {s1.name}\nreturn {s1.name}[:{n}] + "~"'
-    return Draft(_fn(c, sig, body, what), f"a string function `{name}`", what, "function", 2)
+        sig = f"{spec.name}({s1}: str) -> str"
+        body = f'if len({s1}) <= {arg}:\n    return {s1}\nreturn {s1}[:{arg}] + "~"'
+    return Draft(_fn(c, sig, body, spec.what), f"a string function `{spec.name}`", spec.what, "function", 2)
 
 
 def fn_list_loop(c: Ctx) -> Draft:
-    e, fields = c.e, c.fields(2, 4)
-    x = c.pick([f for f in fields if f.type == "int"])
-    flag = next((f for f in fields if f.type == "bool"), None)
-    mode = c.pick(("sum", "max", "count") if flag else ("sum", "max"))
-    v, p = e.var, e.plural
-    if mode == "sum":
-        name, what = f"total_{x.name}", f"adds up the {x.words} of every {e.words} in a list"
-        body = c.pick((f"total = 0\nfor {v} in {p}:\n    total += {v}.{x.name}\nreturn total",
-                       f"return sum({v}.{x.name} for {v} in {p})"))
-    elif mode == "max":
-        name, what = f"max_{x.name}", f"returns the largest {x.words} in a list of {e.plural_words} (0 for an empty list)"
-        body = c.pick((f"best = 0\nfor {v} in {p}:\n    if {v}.{x.name} > best:\n        best = {v}.{x.name}\nreturn best",
-                       f"return max(({v}.{x.name} for {v} in {p}), default=0)"))
+    e, spec = c.e, plain.list_loop_spec(c)
+    v, p, x = e.var, e.plural, spec.x.name
+    if spec.mode == "sum":
+        body = c.pick((f"total = 0\nfor {v} in {p}:\n    total += {v}.{x}\nreturn total",
+                       f"return sum({v}.{x} for {v} in {p})"))
+    elif spec.mode == "max":
+        body = c.pick((f"best = 0\nfor {v} in {p}:\n    if {v}.{x} > best:\n        best = {v}.{x}\nreturn best",
+                       f"return max(({v}.{x} for {v} in {p}), default=0)"))
     else:
-        name, what = f"count_{flag.name}", f"counts the {e.plural_words} whose {flag.words} flag is set"
-        body = f"count = 0\nfor {v} in {p}:\n    if {v}.{flag.name}:\n        count += 1\nreturn count"
-    code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + \
-        _fn(c, f"{name}({p}: list[{e.type_name}]) -> int", body, what)
-    return Draft(code, f"{an(e.type_name)} `{e.type_name}` dataclass and a function `{name}`", what, "function", 3)
+        body = f"count = 0\nfor {v} in {p}:\n    if {v}.{spec.flag.name}:\n        count += 1\nreturn count"
+    code = DATACLASS_IMPORT + _dataclass(c, spec.fields) + "\n\n" + \
+        _fn(c, f"{spec.name}({p}: list[{e.type_name}]) -> int", body, spec.what)
+    return Draft(code, f"{an(e.type_name)} `{e.type_name}` dataclass and a function `{spec.name}`", spec.what,
+                 "function", 3)
 
 
-_LOOPS = (  # core._LOOPS in Python: (stem, what it computes, body over $n and $k)
-    ("digit_sum", "the sum of the decimal digits of", """
+_LOOP_CODE = {  # LOOPS stem -> the Python body over the int $n and the drawn $k
+    "digit_sum": """
         rest = $n
         total = 0
         while rest > 0:
             total += rest % 10
             rest //= 10
-        return total"""),
-    ("gcd_with_$k", "the greatest common divisor of $k and", """
+        return total""",
+    "gcd_with_$k": """
         a, b = $n, $k
         while b > 0:
             a, b = b, a % b
-        return a"""),
-    ("halvings", "how many times you can halve", """
+        return a""",
+    "halvings": """
         rest = $n
         steps = 0
         while rest > 1:
             rest //= 2
             steps += 1
-        return steps"""),
-    ("steps_to_$k", "how many steps of $k it takes to climb to", """
+        return steps""",
+    "steps_to_$k": """
         level = 0
         steps = 0
         while True:
@@ -199,37 +189,28 @@ _LOOPS = (  # core._LOOPS in Python: (stem, what it computes, body over $n and $
                 break
             level += $k
             steps += 1
-        return steps"""),
-    ("triangle", "the sum of all whole numbers from 1 up to", """
+        return steps""",
+    "triangle": """
         i = 1
         total = 0
         while i <= $n:
             total += i
             i += 1
-        return total"""),
-)
+        return total""",
+}
 
 
 def fn_while(c: Ctx) -> Draft:
-    x = c.pick(c.e.of("int"))
-    stem, says, body = c.pick(_LOOPS)
-    k = c.num(2, 12)
-    name = f"{x.name}_" + Template(stem).substitute(k=k)
-    what = "computes " + Template(says).substitute(k=k) + f" {an(x.words)} {x.words} value, using a while loop"
-    code = _fn(c, f"{name}({x.name}: int) -> int", Template(dedent(body)).substitute(n=x.name, k=k), what)
+    x, stem, k, name, what = plain.while_spec(c)
+    what += ", using a while loop"
+    code = _fn(c, f"{name}({x.name}: int) -> int", Template(dedent(_LOOP_CODE[stem])).substitute(n=x.name, k=k), what)
     return Draft(code, f"a function `{name}`", what, "function", 3)
 
 
 def fn_pipeline(c: Ctx) -> Draft:
-    e, fields = c.e, c.fields(2, 4)
-    x = c.pick([f for f in fields if f.type == "int"])
-    s = c.pick([f for f in fields if f.type == "str"])
-    k, cmp = c.num(1, 300), c.pick((">", "<", ">="))
-    word = {">": "more than", "<": "less than", ">=": "at least"}[cmp]
-    name = f"{s.name}s_of_{e.plural}_by_{x.name}"
+    e, (fields, x, s, k, cmp, name, what) = c.e, plain.pipeline_spec(c)
+    what += ", using a list comprehension"
     v = e.var[0]
-    what = f"keeps the {e.plural_words} with {word} {k} {x.words} and returns their {s.words}s, " \
-           f"using a list comprehension"
     body = f"return [{v}.{s.name} for {v} in {e.plural} if {v}.{x.name} {cmp} {k}]"
     code = DATACLASS_IMPORT + _dataclass(c, fields) + "\n\n" + \
         _fn(c, f"{name}({e.plural}: list[{e.type_name}]) -> list[str]", body, what)
