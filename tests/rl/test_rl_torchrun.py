@@ -2,7 +2,8 @@
 through accelerate, which reads torchrun's environment; rank 0 alone writes the run dir (one
 telemetry line per event, the manifest with world_size 2), both ranks leave with exit code 0, and
 a run stopped after its step-2 checkpoint and rerun under torchrun ends with the same weights,
-bit for bit, as an uninterrupted one."""
+bit for bit, as an uninterrupted one (`mens rl`; `mens dpo` resumes through the same Trainer code,
+and its own hazard is tested in-process)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ BROKEN = "```vox\nfn add(a: int, b: int) to int {\n    return a +\n```"
 TOY = "rewards: {expects: 1.0}\nlearning_rate: 0.03\nprompts_per_step: 2\nnum_generations: 4\n" \
       "max_completion_length: 6\nlora_r: 8\nlora_alpha: 16\ntrain_lm_head: true\nsave_steps: 2\n"
 
-# The same command in one rank's Python, stopped right after its step-2 checkpoint (a killed run).
+# `mens rl` in one rank's Python, stopped right after its step-2 checkpoint (a killed run).
 STOPPED = """
 import sys
 import torch.distributed as dist
@@ -32,13 +33,9 @@ class StopAt(TrainerCallback):
         if state.global_step == 2:
             control.should_training_stop = True
 
-method, model, data, out = sys.argv[1:5]
-if method == "dpo":
-    from mens.rl.dpo import DpoOptions, dpo
-    dpo(model, data, out, DpoOptions(steps=4, batch_size=2, save_steps=2), callbacks=[StopAt()])
-else:
-    from mens.rl.grpo import grpo, read_config
-    grpo(model, data, out, read_config(sys.argv[5], {"steps": 4}), callbacks=[StopAt()])
+model, data, out, toy = sys.argv[1:5]
+from mens.rl.grpo import grpo, read_config
+grpo(model, data, out, read_config(toy, {"steps": 4}), callbacks=[StopAt()])
 dist.barrier()
 _end_rank(0)
 """
@@ -68,7 +65,7 @@ def _inputs(tmp_path: Path, method: str) -> tuple[Path, list[str]]:
     return data, ["--prompts", str(data), "--config", str(tmp_path / "toy.yaml"), "--steps", "4"]
 
 
-@pytest.mark.slow  # two torchrun ranks, three runs per command
+@pytest.mark.slow  # two torchrun ranks: one run (dpo), three (rl)
 @pytest.mark.parametrize("method", ["dpo", "rl"])
 def test_two_ranks_write_one_run_dir_and_resume_exactly(tiny_model_dir, tmp_path, method):
     from safetensors.torch import load_file
@@ -92,9 +89,12 @@ def test_two_ranks_write_one_run_dir_and_resume_exactly(tiny_model_dir, tmp_path
         ckpt = a / "trl-checkpoints" / f"checkpoint-{step}"
         assert (ckpt / "rng_state_0.pth").is_file() and (ckpt / "rng_state_1.pth").is_file()
 
+    if method == "dpo":
+        return  # resume under torchrun is the rl case's (the same TRL Trainer resume, with generation
+        # RNG on top); dpo's own resume hazard, the indexed CPU device, is the in-process test below
     script = tmp_path / "stopped.py"
     script.write_text(STOPPED)
-    _torchrun(script, method, tiny_model_dir, data, b, *([tmp_path / "toy.yaml"] if method == "rl" else []))
+    _torchrun(script, tiny_model_dir, data, b, tmp_path / "toy.yaml")
     assert (b / "trl-checkpoints" / "checkpoint-2").is_dir() and not (b / "adapter_model.safetensors").exists()
     _torchrun("-m", "mens", method, "--model", tiny_model_dir, "--output-dir", b, *flags)
     events = [(e["event"], e["step"]) for e in read_events(b / "telemetry.jsonl")]
