@@ -176,8 +176,9 @@ def _grouped(paths: list[str]) -> str:
     for path in paths:
         parent, _, leaf = path.rpartition(".")
         groups.setdefault(parent, []).append(leaf)
-    return ", ".join(f"{p}.{{{', '.join(leaves)}}}" if p and len(leaves) > 1 else (f"{p}.{leaves[0]}" if p else leaves[0])
-                     for p, leaves in groups.items())
+    named = {parent: leaves[0] if len(leaves) == 1 else "{" + ", ".join(leaves) + "}"
+             for parent, leaves in groups.items()}
+    return ", ".join(f"{parent}.{leaves}" if parent else leaves for parent, leaves in named.items())
 
 
 def frozen_by_rewrite(summary: dict) -> list[str]:
