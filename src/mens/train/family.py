@@ -1,7 +1,8 @@
 """What mens reads of a base model's architecture, whatever its family: the kind of each decoder
 layer (full or sliding-window attention, or a recurrent one such as Qwen3.5's Gated DeltaNet),
-its fused MoE experts, whether packing is exact for it, and which weights LoRA adapts by
-default. The speed levers (`mens.train.levers`) and the backends ask here instead of keeping
+its fused MoE experts, whether packing is exact for it, which weights LoRA adapts by default,
+and what PEFT made of those targets (read back: ranks, and layers its v4->v5 rewrite leaves
+frozen). The speed levers (`mens.train.levers`) and the backends ask here instead of keeping
 lists of class names; docs/training.md's family table is what these rules give on the families
 of tests/families.py.
 """
