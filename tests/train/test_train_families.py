@@ -55,7 +55,7 @@ def exactness(name: str) -> dict:
 
     from mens.train.backends import build
     from mens.train.data import IGNORE, build_examples, epoch_batches
-    from mens.train.family import adapted, packing_blocker
+    from mens.train.family import packing_blocker
     from mens.train.loss import supervised_loss
     from mens.train.model import decoder_and_head
     from mens.train.runtime import dropout_off
@@ -117,7 +117,7 @@ def exactness(name: str) -> dict:
             "loss": (our_loss / supervised, plain_loss / supervised), "grad_gap": grad_gap,
             "no_gradient": sorted(n for n, g in plain_grads.items() if not g.abs().max()),
             "patched": plan.patched, "off": plan.off, "packing": why_not_packed, "packed_rows": most_in_a_row > 1,
-            "adapted": adapted(model), "model_type": built.model.get_base_model().config.model_type}
+            "adapted": built.adapters, "model_type": built.model.get_base_model().config.model_type}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -216,15 +216,13 @@ def _why(text: str) -> str:
 
 
 def family_row(name: str) -> str:
+    from mens.train.family import adapted_text
+
     got = exactness(name)
     off = {k: v for k, v in got["off"].items() if k not in ("packing", "own_weights")}
     levers = "; ".join(f"`{k}`: {_why(v)}" for k, v in sorted(off.items())) or "all on"
     packing = "exact" if got["packing"] is None else f"off: {_why(got['packing'])}"
-    lora = ", ".join(got["adapted"]["linear"])
-    if got["adapted"]["experts"]:
-        lora += "; experts: " + ", ".join(got["adapted"]["experts"])
-    if got["adapted"]["frozen"]:
-        lora += "; frozen: " + ", ".join(got["adapted"]["frozen"])
+    lora = adapted_text(got["adapted"])
     tested = "exact pass; qlora · lora · full trained" if name in TRAINED else "exact pass"
     return f"| {name} | `{got['model_type']}` | {tested} | {lora} | {levers} | {packing} |"
 

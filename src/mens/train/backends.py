@@ -50,6 +50,7 @@ class Built:
     defer_grad_sync: bool = False        # FSDP: only small adapters train, so reduce once per step
     scratch_shape: dict | None = None    # a model built here: its shape (manifest `scratch_shape`)
     added_tokens: list[str] = field(default_factory=list)  # what --chat-template added (manifest `tokenizer`)
+    adapters: dict | None = None         # what LoRA adapts, at which rank, what stays frozen (manifest `adapters`)
 
     @property
     def trainable(self) -> list:
@@ -147,8 +148,9 @@ def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: b
     return model
 
 
-def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: list[int] = ()):
-    """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets.
+def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: list[int] = ()) -> tuple[Any, dict]:
+    """Freeze `model` and wrap it in PEFT LoRA (or DoRA) adapters of cfg's rank and targets;
+    with what PEFT made of them (`family.adapted`: names, ranks, frozen layers), said in one line.
 
     With the default targets (`all-linear`) an MoE base's fused experts train as well, through
     PEFT's parameter targeting, and its routers stay frozen (`family.adapter_targets`); PEFT's
@@ -161,7 +163,7 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
     weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
 
-    from mens.train.family import adapted, adapter_targets, say_adapted
+    from mens.train.family import adapted, adapter_targets, say_adapted, text_config
     from mens.train.model import transposed_linears
 
     for p in model.parameters():
@@ -190,8 +192,9 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
                         "name linear layers the model has, or use all-linear") from None
     # Absolute base path (or hub id), so PeftModel.from_pretrained works from anywhere.
     model.peft_config["default"].base_model_name_or_path = base.source
-    say_adapted(adapted(model))
-    return model
+    summary = adapted(model, modules)
+    say_adapted(summary, text_config(model.config).model_type)
+    return model, summary
 
 
 def _expert_dropout_error(dropout: float) -> MensError:
@@ -230,10 +233,10 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
     dtype = decide_precision(cfg, device.type, bf16).weights  # qlora: bf16; lora: bf16 where the GPU has it
     model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer)
     quantization = nf4_coverage(model) if nf4 else None
-    model = attach_adapters(model, cfg, base, new_tokens)
+    model, adapters = attach_adapters(model, cfg, base, new_tokens)
     return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=quantization,
                  tokenizer_source=base.id, defer_grad_sync=True,
-                 added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
+                 added_tokens=tokenizer.convert_ids_to_tokens(new_tokens), adapters=adapters)
 
 
 def nf4_coverage(model) -> str:

@@ -1,7 +1,8 @@
 """What mens reads of a base model's architecture, whatever its family: the kind of each decoder
 layer (full or sliding-window attention, or a recurrent one such as Qwen3.5's Gated DeltaNet),
-its fused MoE experts, whether packing is exact for it, and which weights LoRA adapts by
-default. The speed levers (`mens.train.levers`) and the backends ask here instead of keeping
+its fused MoE experts, whether packing is exact for it, which weights LoRA adapts by default,
+and what PEFT made of those targets (read back: ranks, and layers its v4->v5 rewrite leaves
+frozen). The speed levers (`mens.train.levers`) and the backends ask here instead of keeping
 lists of class names; docs/training.md's family table is what these rules give on the families
 of tests/families.py.
 """
@@ -124,39 +125,100 @@ def _routers(model) -> set[int]:
     return found
 
 
-def adapted(model) -> dict[str, list[str]]:
-    """What the adapters of a PEFT `model` train and leave, by leaf name: `linear` (adapted linear
-    layers), `experts` (adapted fused expert weights) and `frozen` (linear layers left without an
-    adapter, LM head and routers aside: PEFT maps the names of a dense or shared-expert MLP in
-    some MoE families onto the fused experts, so those stay frozen)."""
+def adapted(model, requested=()) -> dict:
+    """What the adapters of a PEFT `model` train and leave, read back from PEFT (its config and
+    its LoRA layers' `r` and `lora_alpha`), not from what mens asked for:
+
+    - `linear`, `experts`: the adapted linear layers and fused expert weights, by leaf name;
+    - `rank`, `alpha`: PEFT's rank and alpha; `ranks`: {name: [r, alpha]} for each adapted weight
+      PEFT gave another one (its v4->v5 rewrite fuses gate_proj and up_proj into the experts'
+      gate_up_proj at twice the rank and alpha, so the scale alpha/r is the same);
+    - `frozen`: linear layers left without an adapter (LM head and routers aside), by their path
+      inside a decoder layer (`mlp.shared_expert.gate_proj`);
+    - `rewritten`: the names of `requested` (the target modules mens gave PEFT) that PEFT's
+      transformers v4->v5 rewrite moved onto the fused experts (Qwen2-MoE-like families:
+      Qwen3-MoE, Qwen3-Next, DeepSeek-V3): linear layers of those names stay frozen."""
     from torch import nn
 
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = inner.get_output_embeddings() if hasattr(inner, "get_output_embeddings") else None
+    config = model.peft_config["default"]
     routers = _routers(inner)
-    linear, experts, frozen = set(), set(), set()
-    wrapped = set()
+    linear, experts, frozen, wrapped, ranks = set(), set(), set(), set(), {}
     for name, module in inner.named_modules():
         if hasattr(module, "lora_A") and hasattr(module, "base_layer") and len(module.lora_A):
-            base = module.get_base_layer()
-            wrapped.add(id(base))
-            if getattr(module, "parameter_name", None):
-                experts.add(module.parameter_name)
-            else:
-                linear.add(name.rsplit(".", 1)[-1])
+            wrapped.add(id(module.get_base_layer()))
+            leaf = getattr(module, "parameter_name", None) or name.rsplit(".", 1)[-1]
+            (experts if getattr(module, "parameter_name", None) else linear).add(leaf)
+            rank = [module.r["default"], module.lora_alpha["default"]]
+            if rank != [config.r, config.lora_alpha]:
+                ranks[leaf] = rank
     for name, module in inner.named_modules():
         if (isinstance(module, nn.Linear) and module is not head and id(module) not in routers
                 and id(module) not in wrapped and "lora_" not in name and not name.endswith("base_layer")):
-            frozen.add(name.rsplit(".", 1)[-1])
-    return {"linear": sorted(linear), "experts": sorted(experts), "frozen": sorted(frozen)}
+            frozen.add(_in_layer(name))
+    kept = set(config.target_modules or ()) if not isinstance(config.target_modules, str) else None
+    rewritten = [] if kept is None or isinstance(requested, str) else \
+        sorted({t.rsplit(".", 1)[-1] for t in requested if t not in kept})
+    return {"linear": sorted(linear), "experts": sorted(experts), "rank": config.r, "alpha": config.lora_alpha,
+            "ranks": dict(sorted(ranks.items())), "frozen": sorted(frozen), "rewritten": rewritten}
 
 
-def say_adapted(summary: dict[str, list[str]]) -> None:
-    """One status line: what LoRA trains (and which linear layers it leaves frozen)."""
+def _in_layer(name: str) -> str:
+    """A module's path inside its decoder layer: model.layers.3.mlp.gate_proj -> mlp.gate_proj."""
+    import re
+
+    return re.sub(r"^(.*\.)?\d+\.", "", name)
+
+
+def _grouped(paths: list[str]) -> str:
+    """mlp.gate_proj, mlp.up_proj -> mlp.{gate_proj, up_proj}."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        parent, _, leaf = path.rpartition(".")
+        groups.setdefault(parent, []).append(leaf)
+    named = {parent: leaves[0] if len(leaves) == 1 else "{" + ", ".join(leaves) + "}"
+             for parent, leaves in groups.items()}
+    return ", ".join(f"{parent}.{leaves}" if parent else leaves for parent, leaves in named.items())
+
+
+def frozen_by_rewrite(summary: dict) -> list[str]:
+    """The frozen linear layers that PEFT's v4->v5 rewrite left without their adapter."""
+    return [p for p in summary["frozen"] if p.rsplit(".", 1)[-1] in summary["rewritten"]]
+
+
+def adapted_text(summary: dict) -> str:
+    """What LoRA adapts, at which rank relative to the run's, and what it leaves frozen (and why),
+    in one line: the status line's and docs/training.md's family table's wording."""
     parts = [", ".join(summary["linear"])]
     if summary["experts"]:
-        parts.append("the experts' " + ", ".join(summary["experts"]))
-    line = "mens: LoRA on " + "; ".join(p for p in parts if p)
-    if summary["frozen"]:
-        line += f" (frozen: {', '.join(summary['frozen'])})"
-    say(line)
+        parts.append("experts: " + ", ".join(summary["experts"]))
+    for name, (r, alpha) in summary["ranks"].items():
+        times = r // summary["rank"]
+        same = r == times * summary["rank"] and alpha == times * summary["alpha"]
+        parts.append(f"{name} at {times}x rank and alpha" if same else f"{name} at rank {r}, alpha {alpha}")
+        if summary["rewritten"]:
+            parts[-1] += " (PEFT's v4->v5 rewrite)"
+    rewrite = frozen_by_rewrite(summary)
+    others = [p for p in summary["frozen"] if p not in rewrite]
+    if others:
+        parts.append("frozen: " + _grouped(others))
+    if rewrite:
+        parts.append(f"frozen by PEFT's v4->v5 rewrite: {_grouped(rewrite)}")
+    return "; ".join(p for p in parts if p)
+
+
+def say_adapted(summary: dict, model_type: str) -> None:
+    """The status line naming what LoRA trains, at which rank, and what it leaves frozen; and, once,
+    a warning when PEFT's rewrite left linear layers frozen that the targets named."""
+    from mens.progress import warn
+
+    say(f"mens: LoRA (rank {summary['rank']}, alpha {summary['alpha']}) on " + adapted_text(summary))
+    rewrite = frozen_by_rewrite(summary)
+    if rewrite:
+        import peft
+
+        warn(f"mens: warning: PEFT {peft.__version__} moves the LoRA targets {', '.join(summary['rewritten'])} of "
+             f"this {model_type} base onto its fused experts (its transformers v4->v5 rewrite), so {_grouped(rewrite)} "
+             "stay frozen; PEFT puts no LoRA on them under any name — to train them, fine-tune with --backend full "
+             "(the base, or a `mens merge`d run)")

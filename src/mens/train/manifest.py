@@ -64,6 +64,7 @@ class Manifest:
     provenance: dict[str, Any]
     scratch_shape: dict[str, Any] | None = None
     speed: dict[str, Any] | None = None      # mens.train.speed.SpeedPlan: passes, checkpointing, levers
+    adapters: dict[str, Any] | None = None   # mens.train.family.adapted: what LoRA adapts, at which rank, what not
     results: Results = field(default_factory=Results)
     status: str = "running"
     error: str | None = None
@@ -87,6 +88,7 @@ class Manifest:
             "hyperparameters": self.hyperparameters,
             "scratch_shape": self.scratch_shape,
             "speed": self.speed,
+            "adapters": self.adapters,
             "device": self.device,
             "seed": self.seed,
             "versions": library_versions(),

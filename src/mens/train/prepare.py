@@ -370,7 +370,7 @@ def start_records(cfg: TrainConfig, run: Run, model: Model, data: Data, optim: O
         provenance={"upstream_model_id": cfg.upstream_model_id
                     or (built.base.id if built.base and not built.base.path else None),
                     "license": cfg.license, "attribution_required": cfg.attribution_required},
-        scratch_shape=built.scratch_shape, speed=model.plan.to_dict())
+        scratch_shape=built.scratch_shape, speed=model.plan.to_dict(), adapters=built.adapters)
     manifest.results.total_steps = data.total_steps
     if run.previous.get("created"):
         manifest.created = run.previous["created"]
