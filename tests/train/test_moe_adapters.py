@@ -234,3 +234,24 @@ def test_the_warnings_advice_trains_what_lora_leaves_frozen(tmp_path):
     assert {_in_layer(k.removesuffix(".weight")) for k in frozen_by_lora} == FROZEN["deepseek-v3"]
     unchanged = [k for k in frozen_by_lora if torch.equal(before[k], after[k].to(before[k].dtype))]
     assert not unchanged, unchanged
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_mens_rl_and_dpo_adapt_what_mens_train_does(name):
+    """`mens rl` / `mens dpo` build their LoRA with mens train's targeting rule: PEFT's own
+    "all-linear" adapted the router (`mlp.gate`) of Qwen3-MoE, Qwen3-Next and DeepSeek-V3."""
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from mens.rl.run import lora_config
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_family_dir(name), dtype=torch.float32)
+    rl = get_peft_model(model, lora_config(model, 8, 16))
+    train = built(name)[1].model
+    assert {_in_layer(n) for n in _lora_layers(rl)} == {_in_layer(n) for n in _lora_layers(train)}
+    decoder = rl.get_base_model().get_decoder()
+    _, routers = _experts_and_routers(decoder)
+    assert routers, f"{name}: the test found no routers"
+    for module in decoder.modules():
+        if id(module) in routers:
+            assert not any(p.requires_grad for p in module.parameters()), f"{name}: mens rl trains the router"

@@ -64,16 +64,21 @@ def load_start(source: str, device: str = "cpu") -> Start:
 
 
 def lora_config(model, r: int, alpha: int, dropout: float = 0.0, train_lm_head: bool = False):
-    """A LoRA on every linear layer but the output head ("all-linear"); with `train_lm_head` the
+    """A LoRA on every linear layer but the output head (and an MoE base's routers; its fused
+    experts through PEFT's parameter targeting), as `mens train` targets; with `train_lm_head` the
     output head `lm_head` trains in full beside it (PEFT's `modules_to_save`; saved in the
     adapter). TRL's GRPO computes log-probabilities from `lm_head.weight` itself, so a LoRA *on*
     the head would never train; a trained copy of the head does, and it lets a small model move
     its token distribution directly (RlOptions.train_lm_head)."""
     from peft import LoraConfig
 
+    from mens.train.family import adapter_targets
     from mens.train.model import transposed_linears
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", task_type="CAUSAL_LM",
+    # mens train's rule, not PEFT's own "all-linear": on an MoE base PEFT's would adapt the router
+    modules, experts = adapter_targets(model, "all-linear")
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=modules,
+                      target_parameters=experts or None, task_type="CAUSAL_LM",
                       modules_to_save=["lm_head"] if train_lm_head else None,
                       fan_in_fan_out=transposed_linears(model))
 
