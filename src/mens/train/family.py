@@ -148,8 +148,9 @@ def adapted(model, requested=()) -> dict:
     for name, module in inner.named_modules():
         if hasattr(module, "lora_A") and hasattr(module, "base_layer") and len(module.lora_A):
             wrapped.add(id(module.get_base_layer()))
-            leaf = getattr(module, "parameter_name", None) or name.rsplit(".", 1)[-1]
-            (experts if getattr(module, "parameter_name", None) else linear).add(leaf)
+            param = getattr(module, "parameter_name", None)  # a fused expert weight (PEFT's parameter targeting)
+            leaf = param or name.rsplit(".", 1)[-1]
+            (experts if param else linear).add(leaf)
             rank = [module.r["default"], module.lora_alpha["default"]]
             if rank != [config.r, config.lora_alpha]:
                 ranks[leaf] = rank

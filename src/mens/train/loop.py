@@ -27,7 +27,7 @@ from mens.files import release_lock
 from mens.progress import NoBar, progress, say
 from mens.progress import plain_lines as progress_lines
 from mens.train import distributed
-from mens.train.checkpoint import Progress, remove_run_leftovers, rng_state, save_checkpoint, weights_sha256
+from mens.train.checkpoint import Progress, rng_state, save_checkpoint, weights_sha256
 from mens.train.config import TrainConfig
 from mens.train.loss import batch_loss
 from mens.train.prepare import Run, Session, open_run, prepare
@@ -85,9 +85,6 @@ def _train(cfg: TrainConfig, force_restart: bool, on_step: Callable[[int, float]
     hf_logging.disable_progress_bar()  # our progress bar (or plain lines) is the only one
     run = open_run(cfg, force_restart)
     if run.completed:
-        if run.main:  # a run killed after its final save left its lock file (and maybe temps)
-            for item in remove_run_leftovers(run.run_dir):
-                say(f"mens: removed {item}, left by a run that was stopped while writing it")
         say(f"mens: {run.run_dir} is already a completed run; pass --force-restart to train again")
         res = run.previous.get("results", {})
         return Outcome("already-completed", run.run_dir, res.get("steps", 0), res.get("final_loss"),

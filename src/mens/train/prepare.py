@@ -146,6 +146,8 @@ def open_run(cfg: TrainConfig, force_restart: bool) -> Run:
     run_dir = preflight.check_run_dir(cfg.output_dir, model=cfg.model)
     if rank == 0:  # before reading the run dir: a second process on a live run stops here, at once
         hold_lock(run_dir, "run directory")
+        for item in remove_run_leftovers(run_dir):  # temp files and folders of a killed run
+            say(f"mens: removed {item}, left by a run that was stopped while writing it")
     preflight.check_bench(cfg.bench)
     preflight.check_preset(cfg.preset, info.device, info.memory_gb)
     try:
@@ -348,7 +350,7 @@ def resume_or_seed(cfg: TrainConfig, run: Run, optim: Optimization, model: Model
 def start_records(cfg: TrainConfig, run: Run, model: Model, data: Data, optim: Optimization,
                   progress: Progress) -> tuple[Manifest, Telemetry]:
     """The manifest (written now: the run dir describes itself from the first step) and the
-    telemetry; a killed run's leftovers go."""
+    telemetry."""
     built, tokenizer, train_file = model.built, model.built.tokenizer, data.train_file
     manifest = Manifest(
         base_model=built.base.to_dict() if built.base else None, backend=cfg.backend,
@@ -374,9 +376,6 @@ def start_records(cfg: TrainConfig, run: Run, model: Model, data: Data, optim: O
     manifest.results.total_steps = data.total_steps
     if run.previous.get("created"):
         manifest.created = run.previous["created"]
-    if run.main:  # the first write (open_run took the run dir's lock)
-        for item in remove_run_leftovers(run.run_dir):  # temp files and folders of a killed run
-            say(f"mens: removed {item}, left by a run that was stopped while writing it")
     if run.restart and run.main:  # only now: a typo in the command must not cost the earlier run
         clear_earlier_run(run.run_dir)
     telemetry = Telemetry.for_run(run.run_dir, cfg.report_to, enabled=run.main)
