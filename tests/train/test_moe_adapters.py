@@ -255,3 +255,17 @@ def test_mens_rl_and_dpo_adapt_what_mens_train_does(name):
     for module in decoder.modules():
         if id(module) in routers:
             assert not any(p.requires_grad for p in module.parameters()), f"{name}: mens rl trains the router"
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_the_probes_adapter_count_is_what_mens_train_attaches(name):
+    """`mens probe --model` counts the adapters' memory on the LoRA mens train attaches: it counted
+    an adapter on every linear layer (routers and the shared experts PEFT leaves frozen included)
+    and one rank on a fused gate_up_proj that PEFT's rewrite gives two."""
+    from transformers import AutoConfig
+
+    from mens.train.memory import adapter_parameters
+
+    cfg, built_model, _ = built(name)
+    trained = sum(p.numel() for n, p in built_model.model.named_parameters() if ".lora_" in n)
+    assert adapter_parameters(AutoConfig.from_pretrained(tiny_family_dir(name)), cfg.lora_r) == trained

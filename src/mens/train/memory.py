@@ -5,7 +5,8 @@ device), the preset's geometry and the loop's own activation estimate (`mens.tra
 What it counts, for one GPU: the frozen base (NF4 for qlora: 4.13 bits a weight with
 double-quantised scales, linear layers only — bitsandbytes leaves embeddings, norms and fused
 MoE experts in bf16; bf16 for lora; fp32 master weights, gradients and AdamW's two moments for
-full), the adapters (fp32 weights, gradients and AdamW state), one pass's saved activations, the
+full), the adapters (fp32 weights, gradients and AdamW state; counted on PEFT's own adapters over the
+meta weights, with `mens train`'s targets), one pass's saved activations, the
 LM head's chunked logits (`mens.train.loss`), and the CUDA context. It is an estimate to choose a
 backend and preset by, not a promise: the allocator's fragmentation comes on top.
 """
@@ -48,25 +49,47 @@ def shapes(config):
         return AutoModelForCausalLM.from_config(config)
 
 
-def estimate(model, backend: str, *, lora_r: int, seq_len: int, micro_batch: int, memory_gb: float,
+def adapter_parameters(config, lora_r: int) -> int:
+    """How many LoRA weights `mens train`'s default adapters (`all-linear`, rank `lora_r`) put on
+    the model of `config`: PEFT attaches them to the meta weights with mens train's targets
+    (mens.train.family.adapter_targets), so the count is PEFT's — routers and the linear layers
+    its v4->v5 rewrite leaves frozen get none, a fused gate_up_proj it rewrites gets twice the
+    rank, and GPT-2's Conv1D layers count like linear ones."""
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    from mens.train.family import adapter_targets
+    from mens.train.model import transposed_linears
+
+    model = shapes(config)
+    modules, experts = adapter_targets(model, "all-linear")
+    lora = LoraConfig(r=lora_r, lora_alpha=lora_r, lora_dropout=0.0, target_modules=modules,
+                      target_parameters=experts or None, task_type="CAUSAL_LM",
+                      fan_in_fan_out=transposed_linears(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PEFT's notes on its own rewrite and transformers' attributes
+        adapted = get_peft_model(model, lora)
+    return sum(p.numel() for name, p in adapted.named_parameters() if ".lora_" in name)
+
+
+def estimate(model, backend: str, *, adapter_params: int, seq_len: int, micro_batch: int, memory_gb: float,
              loss_chunk: int = 1024) -> Estimate:
-    """The memory a `backend` run of `model` (meta weights: `shapes`) needs on one GPU of
-    `memory_gb`, in GB; activations as `gradient_checkpointing: auto` keeps them: all of a pass's
-    when they fit in half the memory left, else only each layer's input (checkpointing every
-    layer; mens checkpoints every n-th layer when that fits, so this is the upper bound of it)."""
+    """The memory a `backend` run of `model` (meta weights: `shapes`) with `adapter_params` LoRA
+    weights (`adapter_parameters`) needs on one GPU of `memory_gb`, in GB; activations as
+    `gradient_checkpointing: auto` keeps them: all of a pass's when they fit in half the memory
+    left, else only each layer's input (checkpointing every layer; mens checkpoints every n-th
+    layer when that fits, so this is the upper bound of it)."""
     from torch import nn
 
-    from mens.train.family import expert_parameters, text_config
+    from mens.train.family import text_config
     from mens.train.speed import _activation_bytes_per_token
 
     head = model.get_output_embeddings()
     linear = [m for m in model.modules() if isinstance(m, nn.Linear) and m is not head]
     n_linear = sum(m.weight.numel() for m in linear)
     n_all = sum(p.numel() for p in model.parameters())
-    experts = set(expert_parameters(model))
-    adapter = sum(lora_r * (m.in_features + m.out_features) for m in linear)
-    adapter += sum(lora_r * (p.shape[1] + p.shape[2]) * p.shape[0]
-                   for n, p in model.named_parameters() if n.rsplit(".", 1)[-1] in experts)
+    adapter = adapter_params
     if backend == "qlora":
         weights = n_linear * NF4_BYTES + (n_all - n_linear) * 2
     elif backend == "lora":
@@ -115,7 +138,8 @@ def model_estimates(model: str, preset_name: str | None, info) -> tuple[str, flo
                         "give a model directory with a config.json, or a hub id") from None
     meta = shapes(config)
     values = preset.values
-    estimates = {b: estimate(meta, b, lora_r=values.get("lora_r", 16), seq_len=values.get("seq_len", 512),
+    adapters = adapter_parameters(config, values.get("lora_r", 16))
+    estimates = {b: estimate(meta, b, adapter_params=adapters, seq_len=values.get("seq_len", 512),
                              micro_batch=values.get("micro_batch", 4), memory_gb=memory_gb)
                  for b in ("qlora", "lora", "full")}
     return preset_name, memory_gb, text_config(config).model_type, estimates
