@@ -200,9 +200,9 @@ def torch_dtype(name: str | None, device: str):
     return getattr(torch, _DTYPES[name])
 
 
-def bnb_4bit_config():
-    """NF4 with double-quantised scales, computing in bf16 — QLoRA as defined — stored in bf16
-    tensors. The storage type does not change a single dequantised value (the packed 4-bit codes
+def bnb_4bit_config(compute_dtype=None):
+    """NF4 with double-quantised scales, computing in `compute_dtype` (bf16 — QLoRA as defined —
+    unless the run's precision says fp32: mens.train.precision), stored in bf16 tensors. The storage type does not change a single dequantised value (the packed 4-bit codes
     are the same bytes), but it is what FSDP needs to shard the 4-bit weights alongside bf16 ones,
     so training uses it; inference and merge use the same config so the NF4 base they rebuild is
     the training base, layout included."""
@@ -210,7 +210,8 @@ def bnb_4bit_config():
     from transformers import BitsAndBytesConfig
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
+                              bnb_4bit_compute_dtype=compute_dtype or torch.bfloat16,
+                              bnb_4bit_quant_storage=torch.bfloat16)
 
 
 def load_causal_lm(source: str, *, device, dtype, nf4: bool = False):
@@ -228,7 +229,7 @@ def load_causal_lm(source: str, *, device, dtype, nf4: bool = False):
     device = torch.device(device)
     kwargs: dict[str, Any] = {"dtype": dtype}
     if nf4:
-        kwargs["quantization_config"] = bnb_4bit_config()
+        kwargs["quantization_config"] = bnb_4bit_config(dtype)
     if nf4 or device.type == "cuda":  # straight onto the GPU, not through host memory first
         kwargs["device_map"] = {"": device.index if device.type == "cuda" and device.index is not None
                                 else device.type}

@@ -18,7 +18,9 @@ def cfg(backend: str, dtype: str = "auto"):
 
 @pytest.mark.parametrize("backend,dtype,device,bf16,weights,autocast", [
     ("qlora", "auto", "cuda", True, torch.bfloat16, None),         # QLoRA computes in bf16, by definition
-    ("qlora", "auto", "cpu", False, torch.bfloat16, None),
+    ("qlora", "auto", "cpu", True, torch.bfloat16, None),
+    ("qlora", "auto", "cpu", False, torch.float32, None),          # a CPU without fast bf16: the NF4 base in fp32
+    ("qlora", "bf16", "cpu", False, torch.bfloat16, None),         # unless asked
     ("lora", "auto", "cuda", True, torch.bfloat16, None),          # a bf16 GPU: the frozen base in bf16
     ("lora", "auto", "cpu", True, torch.float32, torch.bfloat16),  # a CPU keeps fp32 weights, computes in bf16
     ("lora", "auto", "cuda", False, torch.float32, None),          # a T4: fp32 unless asked for fp16-mixed

@@ -44,7 +44,8 @@ def test_cli_train_end_to_end(run_cli, tiny_model_dir, data_dir, tmp_path, monke
     assert m["base_model"] == {"path": str(tiny_model_dir.resolve()), "id": str(tiny_model_dir.resolve()),
                                "config_sha256": m["base_model"]["config_sha256"]}
     assert len(m["base_model"]["config_sha256"]) == 64
-    assert (m["backend"], m["quantization"], m["dtype"]) == ("qlora", "bnb-nf4-double-quant", "bfloat16")
+    # the tests pin MENS_CPU_BF16=0: a CPU without fast bf16, where QLoRA computes in fp32
+    assert (m["backend"], m["quantization"], m["dtype"]) == ("qlora", "bnb-nf4-double-quant", "float32")
     assert m["provenance"] == {"upstream_model_id": "org/tiny", "license": "apache-2.0",
                                "attribution_required": True}
     assert m["results"]["steps"] == 3 and m["results"]["final_loss"] > 0 and m["results"]["val_loss"] > 0
@@ -87,9 +88,9 @@ def test_saved_adapter_loads_in_plain_peft_with_identical_logits(backend, tiny_m
     assert json.loads((tmp_path / "run" / "adapter_config.json").read_text())["use_dora"] == (backend == "dora")
     kwargs = {"dtype": torch.float32}
     if backend == "qlora":
-        kwargs = {"dtype": torch.bfloat16, "device_map": {"": "cpu"}, "quantization_config": BitsAndBytesConfig(
+        kwargs = {"dtype": torch.float32, "device_map": {"": "cpu"}, "quantization_config": BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)}
+            bnb_4bit_compute_dtype=torch.float32, bnb_4bit_quant_storage=torch.bfloat16)}
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, **kwargs)
     loaded = PeftModel.from_pretrained(base, str(tmp_path / "run")).eval()
     ids = torch.tensor([[5, 17, 42, 99, 3, 250, 7]])

@@ -131,14 +131,12 @@ def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
 
 
 def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False, tokenizer=None):
-    """The base model on `device`, in `dtype` or NF4 (bf16 compute), ready to train; its
+    """The base model on `device`, in `dtype` or NF4 (computing in `dtype`), ready to train; its
     embeddings (and output layer) grown to `tokenizer`'s size when tokens were added."""
-    import torch
-
     from mens.train.bnb_cpu import keep_nf4_trainable
     from mens.train.model import name_the_loss
 
-    model = load_causal_lm(base.source, device=device, dtype=torch.bfloat16 if nf4 else dtype, nf4=nf4)
+    model = load_causal_lm(base.source, device=device, dtype=dtype, nf4=nf4)
     if tokenizer is not None:
         fit_embeddings(model, tokenizer)
     if nf4:
@@ -230,7 +228,7 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
 
     base, tokenizer, new_tokens = hf_base(cfg)
     check_expert_dropout(cfg, base)
-    dtype = decide_precision(cfg, device.type, bf16).weights  # qlora: bf16; lora: bf16 where the GPU has it
+    dtype = decide_precision(cfg, device.type, bf16).weights  # qlora: bf16 but on a slow-bf16 CPU; lora: on a GPU
     model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer)
     quantization = nf4_coverage(model) if nf4 else None
     model, adapters = attach_adapters(model, cfg, base, new_tokens)
@@ -242,7 +240,7 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
 def nf4_coverage(model) -> str:
     """The manifest's `quantization` of a QLoRA base: NF4, and what bitsandbytes left unquantised
     when that is more than embeddings and norms — the fused MoE experts (3-D weights, not linear
-    layers) stay in bf16, which for gpt-oss is most of the model; said once as a warning too, as is
+    layers) stay unquantised (in the run's bf16, or fp32), which for gpt-oss is most of the model; said once as a warning too, as is
     the advice of families whose maintainers advise bf16 LoRA instead (mens.train.memory)."""
     from mens.progress import warn
     from mens.train.family import expert_parameters, text_config
@@ -258,9 +256,9 @@ def nf4_coverage(model) -> str:
     total = sum(p.numel() for p in model.parameters())
     kept = sum(p.numel() for n, p in model.named_parameters() if n.rsplit(".", 1)[-1] in experts)
     warn(f"mens: warning: QLoRA quantises this MoE base's linear layers to NF4; bitsandbytes leaves its fused "
-         f"experts ({', '.join(experts)}: {kept / max(total, 1):.0%} of the weights) in bf16, so the base takes "
+         f"experts ({', '.join(experts)}: {kept / max(total, 1):.0%} of the weights) unquantised, so the base takes "
          "about as much memory as for --backend lora")
-    return f"{NF4} (linear layers; fused experts in bf16)"
+    return f"{NF4} (linear layers; fused experts unquantised)"
 
 
 @register("full")

@@ -4,8 +4,11 @@ config (a `--dtype` a backend cannot take is refused before any model loads), th
 (the weights' dtype) and `mens.train.prepare` (autocast, the loss scaler, the manifest's dtype).
 
 - `--dtype bf16 | fp16 | fp32` names the weights' dtype; `fp16-mixed` keeps fp32 master weights.
-- Otherwise the backend's default: QLoRA computes in bf16 (its definition); LoRA's frozen base is
-  bf16 where a GPU does bf16 natively, else fp32; full, scratch (and any other backend) keep fp32
+- Otherwise the backend's default: QLoRA computes in bf16 (its definition) except on a CPU whose
+  bf16 matmuls are slow (no AVX-512 BF16 or AMX, as the probe measures it: 6x slower than fp32's
+  on a 2-core AVX2 EPYC, where one QLoRA step of the 0.5B shape took minutes), where it computes
+  in fp32 — the same NF4 codes, dequantised to fp32; LoRA's frozen base is bf16 where a GPU does
+  bf16 natively, else fp32; full, scratch (and any other backend) keep fp32
   master weights, since AdamW updates on bf16 weights lose most small steps.
 - fp32 master weights compute in bf16 under autocast where bf16 pays (`auto`: a GPU with bf16, or
   a CPU whose bf16 matmuls measure faster than fp32's: 1.5-1.9x the tokens/s at the same loss on
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 
 # (backend, --dtype) pairs no run can take: what is wrong, and what to do instead.
 REFUSED = {
-    ("qlora", "fp16-mixed"): ("--dtype fp16-mixed does not apply to qlora (QLoRA computes in bf16)",
+    ("qlora", "fp16-mixed"): ("--dtype fp16-mixed does not apply to qlora (QLoRA computes in bf16, or fp32 on a CPU)",
                               "use --backend lora with --dtype fp16-mixed, or qlora with --dtype auto"),
 }
 
@@ -99,7 +102,7 @@ def decide_precision(cfg: "TrainConfig", device: str, bf16: bool, weights: Any =
         named = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
                  "fp16-mixed": torch.float32}
         if cfg.backend == "qlora":
-            default = torch.bfloat16
+            default = torch.bfloat16 if bf16 or device != "cpu" else torch.float32
         elif cfg.backend == "lora":
             default = torch.bfloat16 if bf16 and device != "cpu" else torch.float32
         else:
