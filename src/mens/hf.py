@@ -202,10 +202,11 @@ def torch_dtype(name: str | None, device: str):
 
 def bnb_4bit_config(compute_dtype=None):
     """NF4 with double-quantised scales, computing in `compute_dtype` (bf16 — QLoRA as defined —
-    unless the run's precision says fp32: mens.train.precision), stored in bf16 tensors. The storage type does not change a single dequantised value (the packed 4-bit codes
-    are the same bytes), but it is what FSDP needs to shard the 4-bit weights alongside bf16 ones,
-    so training uses it; inference and merge use the same config so the NF4 base they rebuild is
-    the training base, layout included."""
+    unless the run's precision says fp32: mens.train.precision), stored in bf16 tensors. The
+    storage type does not change a single dequantised value (the packed 4-bit codes are the same
+    bytes), but it is what FSDP needs to shard the 4-bit weights alongside bf16 ones, so training
+    uses it; inference and merge use the same config so the NF4 base they rebuild is the
+    training base, layout included."""
     import torch
     from transformers import BitsAndBytesConfig
 

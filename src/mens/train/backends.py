@@ -240,8 +240,9 @@ def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = Fal
 def nf4_coverage(model) -> str:
     """The manifest's `quantization` of a QLoRA base: NF4, and what bitsandbytes left unquantised
     when that is more than embeddings and norms — the fused MoE experts (3-D weights, not linear
-    layers) stay unquantised (in the run's bf16, or fp32), which for gpt-oss is most of the model; said once as a warning too, as is
-    the advice of families whose maintainers advise bf16 LoRA instead (mens.train.memory)."""
+    layers) stay unquantised (in the run's bf16, or fp32), which for gpt-oss is most of the model;
+    said once as a warning too, as is the advice of families whose maintainers advise bf16 LoRA
+    instead (mens.train.memory)."""
     from mens.progress import warn
     from mens.train.family import expert_parameters, text_config
     from mens.train.memory import QLORA_ADVICE

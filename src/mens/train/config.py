@@ -50,9 +50,10 @@ class TrainConfig:
     backend: str = opt("qlora", "default qlora", group=_RUN, choices=BACKENDS)
     preset: str | None = opt(None, "tiny, cpu, 8g, 16g, 24g, 80g (default: what `mens probe` recommends)", group=_RUN)
     device: str = opt("auto", group=_RUN, choices=DEVICES)
-    dtype: str = opt("auto", "compute dtype; qlora always computes in bf16; bf16-mixed = fp32 weights and optimizer, "
-                     "matmuls in bf16 under autocast, on a GPU or a CPU (1.5x faster on CPUs with AVX-512 BF16 or "
-                     "AMX, several times slower on CPUs without); auto = bf16-mixed where the GPU or CPU has native "
+    dtype: str = opt("auto", "compute dtype; qlora computes in bf16 (fp32 on a CPU without fast bf16); "
+                     "bf16-mixed = fp32 weights and optimizer, matmuls in bf16 under autocast, on a GPU or a CPU "
+                     "(1.5x faster on CPUs with AVX-512 BF16 or AMX, several times slower on CPUs without); "
+                     "auto = bf16-mixed where the GPU or CPU has native "
                      "bf16, else fp32 (full and scratch backends); "
                      "fp16-mixed = the same in fp16 with dynamic loss scaling, for GPUs without bf16 (T4, V100)",
                      group=_RUN, choices=DTYPES)
