@@ -154,3 +154,25 @@ def test_a_second_process_on_a_live_run_stops_and_a_dead_ones_lock_is_gone(tiny_
     assert (run / ".mens.lock").is_file()  # the dead process's file stays; its lock does not
     assert train(config(tiny_model_dir, data, run, **dict(COMMON, max_steps=2))).status == "completed"
     assert _leftovers(run) == []
+
+
+def test_a_second_sigterm_ends_a_step_stuck_in_one_long_c_call():
+    """The first SIGTERM asks for a clean stop after the step; Python cannot run that handler's
+    second call while one C call runs (a backward pass in emulated bf16 ran 15+ minutes and two
+    `kill`s did not stop it), so the second SIGTERM is the system's own: the process ends at once."""
+    stuck = ("import re\n"
+             "from mens.train.runtime import StopFlag\n"
+             "with StopFlag():\n"
+             "    print('ready', flush=True)\n"
+             "    re.match(r'(a+)+$', 'a' * 40 + 'b')\n")  # a backtracking regex: minutes in one C call
+    child = subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert child.poll() is None  # the first one only asks (its handler waits for the regex)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()

@@ -108,19 +108,21 @@ def _wait(procs: list[subprocess.Popen], logs: list[Path]) -> int:
     wait on it in their next collective until gloo's timeout."""
     import time
 
+    interrupted = False
+
     def forward(signum, _frame):
+        nonlocal interrupted
+        interrupted = True  # once: a rank's second SIGTERM ends it at once (mens.train.runtime.StopFlag)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signum)
 
     previous = signal.signal(signal.SIGTERM, forward)
-    interrupted = False
     try:
         while any(p.poll() is None for p in procs):
             failed = [p for p in procs if p.poll() not in (None, 0)]
             if failed and not interrupted:
                 forward(signal.SIGTERM, None)
-                interrupted = True
             try:
                 time.sleep(0.2)
             except KeyboardInterrupt:  # the ranks got the same Ctrl+C and are saving a checkpoint

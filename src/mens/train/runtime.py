@@ -11,7 +11,13 @@ from mens.progress import say
 
 
 class StopFlag:
-    """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now."""
+    """Ctrl+C (or SIGTERM) once: finish the step, checkpoint, exit cleanly. Twice: exit now.
+
+    Python runs a signal handler only between bytecodes, so a handler cannot stop a step stuck in
+    one long C++ call (a backward pass in emulated bf16 took over 15 minutes on an AVX2 CPU, and
+    `kill` twice did not stop it). After the first signal SIGTERM goes back to the system's
+    default: a second `kill` ends the process at once, wherever it is (the run dir's leftovers are
+    tidied by the next run, mens.train.prepare.open_run)."""
 
     def __init__(self):
         self.requested = False
@@ -21,6 +27,8 @@ class StopFlag:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         say("mens: stopping after this step (checkpoint, then exit); press Ctrl+C again to exit now")
 
     def __enter__(self):
