@@ -70,17 +70,10 @@ def lora_config(model, r: int, alpha: int, dropout: float = 0.0, train_lm_head: 
     adapter). TRL's GRPO computes log-probabilities from `lm_head.weight` itself, so a LoRA *on*
     the head would never train; a trained copy of the head does, and it lets a small model move
     its token distribution directly (RlOptions.train_lm_head)."""
-    from peft import LoraConfig
-
-    from mens.train.family import adapter_targets
-    from mens.train.model import transposed_linears
+    from mens.train.family import default_lora_config
 
     # mens train's rule, not PEFT's own "all-linear": on an MoE base PEFT's would adapt the router
-    modules, experts = adapter_targets(model, "all-linear")
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=modules,
-                      target_parameters=experts or None, task_type="CAUSAL_LM",
-                      modules_to_save=["lm_head"] if train_lm_head else None,
-                      fan_in_fan_out=transposed_linears(model))
+    return default_lora_config(model, r, alpha, dropout, modules_to_save=["lm_head"] if train_lm_head else None)
 
 
 def open_run(output_dir: str | Path, force_restart: bool, start: str | Path | None = None) -> tuple[Path, str | None]:

@@ -111,6 +111,20 @@ def adapter_targets(model, target_modules) -> tuple[object, list[str]]:
     return sorted(linear), experts
 
 
+def default_lora_config(model, r: int, alpha: int, dropout: float = 0.0, **extra):
+    """PEFT's LoraConfig of rank `r` on `model` with mens train's default targets (`all-linear` by
+    adapter_targets: routers frozen, an MoE base's fused experts adapted), for the LoRAs built
+    without a `--target-modules` (mens rl / dpo, the probe's count); `extra` goes to LoraConfig."""
+    from peft import LoraConfig
+
+    from mens.train.model import transposed_linears
+
+    modules, experts = adapter_targets(model, "all-linear")
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=modules,
+                      target_parameters=experts or None, task_type="CAUSAL_LM",
+                      fan_in_fan_out=transposed_linears(model), **extra)
+
+
 def _routers(model) -> set[int]:
     """The linear routers of an MoE base (ids): a linear layer beside an experts module with one
     output per expert. transformers 5's own routers are not linear layers at all."""

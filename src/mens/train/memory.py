@@ -57,19 +57,14 @@ def adapter_parameters(config, lora_r: int) -> int:
     rank, and GPT-2's Conv1D layers count like linear ones."""
     import warnings
 
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
-    from mens.train.family import adapter_targets
-    from mens.train.model import transposed_linears
+    from mens.train.family import default_lora_config
 
-    model = shapes(config)
-    modules, experts = adapter_targets(model, "all-linear")
-    lora = LoraConfig(r=lora_r, lora_alpha=lora_r, lora_dropout=0.0, target_modules=modules,
-                      target_parameters=experts or None, task_type="CAUSAL_LM",
-                      fan_in_fan_out=transposed_linears(model))
+    model = shapes(config)  # its own meta copy: PEFT wraps the layers in place
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PEFT's notes on its own rewrite and transformers' attributes
-        adapted = get_peft_model(model, lora)
+        adapted = get_peft_model(model, default_lora_config(model, lora_r, lora_r))
     return sum(p.numel() for name, p in adapted.named_parameters() if ".lora_" in name)
 
 
@@ -89,14 +84,13 @@ def estimate(model, backend: str, *, adapter_params: int, seq_len: int, micro_ba
     linear = [m for m in model.modules() if isinstance(m, nn.Linear) and m is not head]
     n_linear = sum(m.weight.numel() for m in linear)
     n_all = sum(p.numel() for p in model.parameters())
-    adapter = adapter_params
+    adapters = adapter_params * 16  # fp32 weights, gradients and AdamW's two moments
     if backend == "qlora":
         weights = n_linear * NF4_BYTES + (n_all - n_linear) * 2
     elif backend == "lora":
         weights = n_all * 2
-    else:  # full: fp32 master weights, fp32 gradients, AdamW's two fp32 moments
-        weights, adapter = n_all * 16, 0
-    adapters = adapter * 16
+    else:  # full: fp32 master weights, fp32 gradients, AdamW's two fp32 moments; no adapters
+        weights, adapters = n_all * 16, 0
     per_token = _activation_bytes_per_token(model) or 0
     tokens = seq_len * micro_batch
     layers = int(getattr(text_config(model.config), "num_hidden_layers", 1) or 1)
