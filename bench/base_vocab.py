@@ -7,7 +7,10 @@ The words: the N most frequent identifiers, keywords and decorators of the tree'
 that BASE's BPE splits into 2+ tokens, each added with and without its leading space as a
 whole-word token; the new embedding rows (tied head) start as the mean of the rows of the pieces
 they replace. OUT_DIR is a model directory `mens train --model` takes."""
-import sys, re, collections, json, shutil
+import collections
+import re
+import shutil
+import sys
 from pathlib import Path
 import torch
 from transformers import AutoTokenizer, AutoModelForCausalLM
@@ -18,21 +21,16 @@ model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
 counts = collections.Counter()
 for f in vox_dir.rglob('*.vox'):
     counts.update(re.findall(r'@?[A-Za-z_][A-Za-z_0-9]*', f.read_text(errors='replace')))
-words = []
-for w, c in counts.most_common():
-    if len(tok(' ' + w, add_special_tokens=False)['input_ids']) >= 2 or len(tok(w, add_special_tokens=False)['input_ids']) >= 2:
+words, pieces = [], {}  # the N most frequent words the BPE splits; each split form -> its pieces' ids
+for w, _ in counts.most_common():
+    split = {form: ids for form in (' ' + w, w)
+             if len(ids := tok(form, add_special_tokens=False)['input_ids']) >= 2 and form not in tok.get_vocab()}
+    if split:
         words.append(w)
+        pieces.update(split)
     if len(words) >= n:
         break
-emb = model.get_input_embeddings().weight.data
-pieces = {}
-new = []
-for w in words:
-    for form in (' ' + w, w):
-        ids = tok(form, add_special_tokens=False)['input_ids']
-        if len(ids) >= 2 and form not in tok.get_vocab():
-            new.append(AddedToken(form, single_word=True, normalized=False))
-            pieces[form] = ids
+new = [AddedToken(form, single_word=True, normalized=False) for form in pieces]
 added = tok.add_tokens(new)
 model.resize_token_embeddings(len(tok), mean_resizing=False)
 emb = model.get_input_embeddings().weight.data
