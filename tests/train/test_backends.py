@@ -79,7 +79,7 @@ def norms_backend():
     def norms(cfg, device, bf16):
         from mens.train.checkpoint import save_pretrained
 
-        base, tokenizer, _ = hf_base(cfg)
+        base, tokenizer, _, _ = hf_base(cfg)
         model = load_for_training(base, device, torch.float32)
         for name, p in model.named_parameters():
             p.requires_grad_("norm" in name)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mens.errors import MensError
 from mens.chat_template import fit_embeddings, set_chat_template
+from mens.train.vocab import add_words, answer_texts, split_words, start_rows
 from mens.hf import NF4, BaseModelInfo, is_adapter_run, load_causal_lm, load_tokenizer, max_positions, resolve_base
 from mens.positions import check_generation_fits, check_length
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
@@ -79,9 +80,10 @@ def build(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
 # ---------------------------------------------------------------- Hugging Face bases
 
-def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int]]:
+def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int], dict[str, list[int]]]:
     """Where `--model` is and its tokenizer in the run's chat format, after the preflight checks
-    that need no weights; and the ids of the tokens `--chat-template` added to its vocabulary."""
+    that need no weights; the ids of the tokens `--chat-template` and `--add-words` added to its
+    vocabulary; and the words added, each with its pieces' ids (mens.train.vocab)."""
     from transformers import AutoConfig
 
     from mens.train import preflight
@@ -97,8 +99,26 @@ def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int]]:
     tokenizer = load_tokenizer(base.source)
     preflight.check_vocab(tokenizer, hf_config, cfg.model)
     added = chat_format(cfg, tokenizer)
+    words = language_words(cfg, tokenizer)
+    added += add_words(tokenizer, words)
     check_bench_fits(cfg, tokenizer, max_positions(hf_config), cfg.model)
-    return base, tokenizer, added
+    return base, tokenizer, added, words
+
+
+def language_words(cfg: "TrainConfig", tokenizer) -> dict[str, list[int]]:
+    """The words `--add-words` adds: the training answers' most frequent words that the base splits."""
+    if not cfg.add_words:
+        return {}
+    from mens.progress import say
+
+    if cfg.data_dir is None:
+        raise MensError("--add-words counts the words of the training answers, and there are none",
+                        "--add-words", "pass --data-dir, or drop --add-words")
+    words = split_words(answer_texts(cfg.data_dir), tokenizer, cfg.add_words)
+    names = list(dict.fromkeys(form.strip() for form in words))
+    say(f"mens: --add-words: {len(names)} words the base's tokenizer splits become {len(words)} tokens "
+        f"({', '.join(names[:12])}{', …' if len(names) > 12 else ''})")
+    return words
 
 
 def check_bench_fits(cfg: "TrainConfig", tokenizer, positions: int | None, where: str) -> None:
@@ -130,15 +150,18 @@ def chat_format(cfg: "TrainConfig", tokenizer) -> list[int]:
     return []
 
 
-def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False, tokenizer=None):
+def load_for_training(base: BaseModelInfo, device: "torch.device", dtype, nf4: bool = False, tokenizer=None,
+                      words: dict[str, list[int]] | None = None):
     """The base model on `device`, in `dtype` or NF4 (computing in `dtype`), ready to train; its
-    embeddings (and output layer) grown to `tokenizer`'s size when tokens were added."""
+    embeddings (and output layer) grown to `tokenizer`'s size when tokens were added, the rows of
+    added `words` at their pieces' mean."""
     from mens.train.bnb_cpu import keep_nf4_trainable
     from mens.train.model import name_the_loss
 
     model = load_causal_lm(base.source, device=device, dtype=dtype, nf4=nf4)
     if tokenizer is not None:
         fit_embeddings(model, tokenizer)
+        start_rows(model, tokenizer, words or {})
     if nf4:
         keep_nf4_trainable(model)  # a mid-run bench (model.eval()) must not freeze the NF4 layers
     model.config.use_cache = False
@@ -154,9 +177,9 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
     PEFT's parameter targeting, and its routers stay frozen (`family.adapter_targets`); PEFT's
     expert adapters take no dropout, so the default dropout is 0 there.
 
-    `new_tokens` (ids `--chat-template` added) train too, in the input embeddings and the output
-    layer: their rows are untrained, and the end-of-turn token must be predicted for generation to
-    stop. PEFT's `trainable_token_indices` trains exactly those rows (peft >= 0.15; pinned 0.21),
+    `new_tokens` (ids `--chat-template` and `--add-words` added) train too, in the input
+    embeddings and the output layer: their rows are untrained, and the end-of-turn token must be
+    predicted for generation to stop. PEFT's `trainable_token_indices` trains exactly those rows (peft >= 0.15; pinned 0.21),
     where `modules_to_save` would train and save whole copies of both matrices (Qwen2: 2 x 136M
     weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
@@ -226,10 +249,10 @@ def qlora(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 def lora(cfg: "TrainConfig", device: "torch.device", bf16: bool, nf4: bool = False) -> Built:
     from mens.train.checkpoint import save_pretrained
 
-    base, tokenizer, new_tokens = hf_base(cfg)
+    base, tokenizer, new_tokens, words = hf_base(cfg)
     check_expert_dropout(cfg, base)
     dtype = decide_precision(cfg, device.type, bf16).weights  # qlora: bf16 but on a slow-bf16 CPU; lora: on a GPU
-    model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer)
+    model = load_for_training(base, device, dtype, nf4=nf4, tokenizer=tokenizer, words=words)
     quantization = nf4_coverage(model) if nf4 else None
     model, adapters = attach_adapters(model, cfg, base, new_tokens)
     return Built(model, tokenizer, dtype, save_pretrained, base=base, quantization=quantization,
@@ -266,9 +289,10 @@ def nf4_coverage(model) -> str:
 def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
     from mens.train.checkpoint import save_pretrained
 
-    base, tokenizer, new_tokens = hf_base(cfg)  # every weight trains, the added rows too
+    base, tokenizer, new_tokens, words = hf_base(cfg)  # every weight trains, the added rows too
     dtype = decide_precision(cfg, device.type, bf16).weights  # fp32 master weights unless --dtype names one
-    return Built(load_for_training(base, device, dtype, tokenizer=tokenizer), tokenizer, dtype, save_pretrained,
+    return Built(load_for_training(base, device, dtype, tokenizer=tokenizer, words=words), tokenizer, dtype,
+                 save_pretrained,
                  base=base, tokenizer_source=base.id, added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
 
 

@@ -98,6 +98,10 @@ class TrainConfig:
                                     "writes that the vocabulary lacks become special tokens (one id each) and the "
                                     "embeddings grow to fit (default: the tokenizer's own template, ChatML when it "
                                     "has none)", metavar="NAME|PATH", group=_DATA)
+    add_words: int = opt(0, "grow the base's vocabulary with the N most frequent words of the training answers "
+                         "that its tokenizer splits into pieces, each a whole-word token (with and without its "
+                         "leading space) whose rows start at its pieces' mean and train (lora, qlora, full; "
+                         "docs/training.md)", metavar="N", group=_DATA)
     lenient: bool = opt(False, "skip malformed lines, counting them", group=_DATA)
     val_split: float = opt(0.05, "fraction held out when the data dir has no val.jsonl", group=_DATA)
     raw_text: str | None = opt(None, "directory of text files trained on every token", metavar="PATH", group=_DATA)

@@ -57,6 +57,7 @@ NUMBERS = (
     _positive("bench_max_new_tokens", "bench_batch_size", "bench_limit", todo="set {flag} to a positive integer"),
     Range(("curriculum_lr",), lambda v: v > 0, "must be > 0", "set --curriculum-lr, e.g. 1e-3"),
     Range(("curriculum_steps",), lambda v: v >= 0, "must be >= 0", "set --curriculum-steps"),
+    Range(("add_words",), lambda v: v >= 0, "must be >= 0", "set --add-words to 0 (none) or a count, e.g. 150"),
 )
 SCRATCH_NUMBERS = (
     _positive("scratch_layers", "scratch_heads", "scratch_width", "scratch_ffn", "scratch_positions",
@@ -103,6 +104,9 @@ def check_combinations(cfg) -> None:
     if cfg.optim == "muon" and cfg.distributed == "fsdp":
         raise bad("--optim muon needs each weight matrix whole; --distributed fsdp shards them",
                   "use --distributed ddp with --optim muon, or --optim adamw")
+    if cfg.add_words and cfg.backend == "scratch":
+        raise bad("--add-words grows a base's vocabulary; --backend scratch learns its tokenizer from the data "
+                  "already", "drop --add-words, or raise --scratch-vocab")
     if cfg.backend != "scratch" and not cfg.model:
         raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
 
