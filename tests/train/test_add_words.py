@@ -144,3 +144,30 @@ def test_bad_add_words_is_a_one_line_error(flags, message, run_cli, base, data, 
     code, _, err = run_cli(*train_args(base, data, tmp_path / "run", **flags))
     assert code == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_a_tokenizer_that_does_not_read_the_words_back_is_refused():
+    """A SentencePiece-style BPE (`▁` for spaces, as Llama 2's) decodes an added word as a word
+    of its own (`zorblax(` → `zorblax (`): training on that would teach code that does not parse."""
+    from tokenizers import SentencePieceBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from mens.errors import MensError
+    from mens.train.vocab import grow_vocabulary
+
+    sp = SentencePieceBPETokenizer()
+    sp.train_from_iterator([ANSWER + "\n" + PHRASE] * 8, vocab_size=40, show_progress=False)  # ~its letters
+    tok = PreTrainedTokenizerFast(tokenizer_object=sp)
+    with pytest.raises(MensError, match="no longer gives the answers back as written") as err:
+        grow_vocabulary(tok, [ANSWER] * 3, 2)
+    assert "byte-level BPE" in err.value.todo and len(err.value.format().splitlines()) == 1
+
+
+def test_a_byte_level_bpe_reads_the_answers_back(base):
+    from transformers import AutoTokenizer
+
+    from mens.train.vocab import grow_vocabulary
+
+    tok = AutoTokenizer.from_pretrained(base)
+    words = grow_vocabulary(tok, [ANSWER, PHRASE] * 3, 2)
+    assert len(words) == 4 and tok.decode(tok(ANSWER, add_special_tokens=False)["input_ids"]) == ANSWER

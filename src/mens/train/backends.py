@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mens.errors import MensError
 from mens.chat_template import fit_embeddings, set_chat_template
-from mens.train.vocab import add_words, answer_texts, split_words, start_rows
+from mens.train.vocab import answer_texts, grow_vocabulary, start_rows
 from mens.hf import NF4, BaseModelInfo, is_adapter_run, load_causal_lm, load_tokenizer, max_positions, resolve_base
 from mens.positions import check_generation_fits, check_length
 from mens.train.bnb_cpu import quiet_hub_kernel_notice
@@ -100,13 +100,14 @@ def hf_base(cfg: "TrainConfig") -> tuple[BaseModelInfo, Any, list[int], dict[str
     preflight.check_vocab(tokenizer, hf_config, cfg.model)
     added = chat_format(cfg, tokenizer)
     words = language_words(cfg, tokenizer)
-    added += add_words(tokenizer, words)
+    added += tokenizer.convert_tokens_to_ids(list(words))
     check_bench_fits(cfg, tokenizer, max_positions(hf_config), cfg.model)
     return base, tokenizer, added, words
 
 
 def language_words(cfg: "TrainConfig", tokenizer) -> dict[str, list[int]]:
-    """The words `--add-words` adds: the training answers' most frequent words that the base splits."""
+    """The words `--add-words` added to `tokenizer`: the training answers' most frequent words that
+    the base splits, each form with its pieces' ids."""
     if not cfg.add_words:
         return {}
     from mens.progress import say
@@ -114,7 +115,7 @@ def language_words(cfg: "TrainConfig", tokenizer) -> dict[str, list[int]]:
     if cfg.data_dir is None:
         raise MensError("--add-words counts the words of the training answers, and there are none",
                         "--add-words", "pass --data-dir, or drop --add-words")
-    words = split_words(answer_texts(cfg.data_dir), tokenizer, cfg.add_words)
+    words = grow_vocabulary(tokenizer, list(answer_texts(cfg.data_dir)), cfg.add_words)
     names = list(dict.fromkeys(form.strip() for form in words))
     say(f"mens: --add-words: {len(names)} words the base's tokenizer splits become {len(words)} tokens "
         f"({', '.join(names[:12])}{', …' if len(names) > 12 else ''})")

@@ -20,6 +20,11 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from mens.errors import MensError
+
+# Answers whose tokenization is checked to read back as written, before and after the words are added.
+ROUND_TRIP_SAMPLE = 500
+
 # A word: an identifier, keyword or decorator (`@endpoint`) — what a code language repeats.
 WORD = re.compile(r"@?[A-Za-z_][A-Za-z_0-9]*")
 
@@ -82,3 +87,27 @@ def start_rows(model, tokenizer, words: dict[str, list[int]]) -> None:
             weight = layer.weight
             for form, pieces in words.items():
                 weight[tokenizer.convert_tokens_to_ids(form)] = weight[pieces].float().mean(0).to(weight.dtype)
+
+
+def grow_vocabulary(tokenizer, texts: list[str], n: int) -> dict[str, list[int]]:
+    """split_words + add_words, refused where the grown tokenizer no longer gives the text back
+    as written: a SentencePiece-style tokenizer (`▁` for spaces, e.g. Llama 2's) reads added
+    words as separate words and decodes `zorblax(` as `zorblax (`, which would teach the model
+    code that does not parse. Byte-level BPEs (GPT-2, Qwen2, Llama 3) give it back exactly."""
+    words = split_words(texts, tokenizer, n)
+    sample = texts[:ROUND_TRIP_SAMPLE]
+    before = [_read_back(tokenizer, text) for text in sample]
+    add_words(tokenizer, words)
+    for text, was in zip(sample, before):
+        now = _read_back(tokenizer, text)
+        if now != was:
+            at = next(i for i, (a, b) in enumerate(zip(was + "\0", now + "\0")) if a != b)
+            raise MensError(f"with the added words this tokenizer no longer gives the answers back as written "
+                            f"({was[max(0, at - 20):at + 20]!r} reads back as {now[max(0, at - 20):at + 20]!r})",
+                            "--add-words",
+                            "drop --add-words: it needs a byte-level BPE tokenizer (GPT-2, Qwen2, Llama 3 style)")
+    return words
+
+
+def _read_back(tokenizer, text: str) -> str:
+    return tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"])
