@@ -139,9 +139,11 @@ def test_lora_run_carries_the_words_and_loads_and_merges(base, lora_run, tmp_pat
 @pytest.mark.parametrize("flags,message", [
     ({"add_words": -1}, "add_words must be >= 0"),
     ({"add_words": 3, "backend": "scratch", "model": None}, "--backend scratch learns its tokenizer"),
+    ({"add_words": 3, "data_dir": None, "raw_text": "DATA"}, "--add-words counts the words of the training answers"),
 ])
 def test_bad_add_words_is_a_one_line_error(flags, message, run_cli, base, data, tmp_path):
-    code, _, err = run_cli(*train_args(base, data, tmp_path / "run", **flags))
+    flags = {k: (data if v == "DATA" else v) for k, v in flags.items()}  # raw text only: no answers
+    code, _, err = run_cli(*train_args(base, flags.pop("data_dir", data), tmp_path / "run", **flags))
     assert code == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 

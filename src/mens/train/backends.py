@@ -112,9 +112,6 @@ def language_words(cfg: "TrainConfig", tokenizer) -> dict[str, list[int]]:
         return {}
     from mens.progress import say
 
-    if cfg.data_dir is None:
-        raise MensError("--add-words counts the words of the training answers, and there are none",
-                        "--add-words", "pass --data-dir, or drop --add-words")
     words = grow_vocabulary(tokenizer, list(answer_texts(cfg.data_dir)), cfg.add_words)
     names = list(dict.fromkeys(form.strip() for form in words))
     say(f"mens: --add-words: {len(names)} words the base's tokenizer splits become {len(words)} tokens "
@@ -180,9 +177,9 @@ def attach_adapters(model, cfg: "TrainConfig", base: BaseModelInfo, new_tokens: 
 
     `new_tokens` (ids `--chat-template` and `--add-words` added) train too, in the input
     embeddings and the output layer: their rows are untrained, and the end-of-turn token must be
-    predicted for generation to stop. PEFT's `trainable_token_indices` trains exactly those rows (peft >= 0.15; pinned 0.21),
-    where `modules_to_save` would train and save whole copies of both matrices (Qwen2: 2 x 136M
-    weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
+    predicted for generation to stop. PEFT's `trainable_token_indices` trains exactly those rows
+    (peft >= 0.15; pinned 0.21), where `modules_to_save` would train and save whole copies of both
+    matrices (Qwen2: 2 x 136M weights) for a few rows. A tied output layer follows its embedding (PEFT ties them)."""
     from peft import LoraConfig, get_peft_model
 
     from mens.train.family import adapted, adapter_targets, say_adapted, text_config
@@ -292,9 +289,9 @@ def full(cfg: "TrainConfig", device: "torch.device", bf16: bool) -> Built:
 
     base, tokenizer, new_tokens, words = hf_base(cfg)  # every weight trains, the added rows too
     dtype = decide_precision(cfg, device.type, bf16).weights  # fp32 master weights unless --dtype names one
-    return Built(load_for_training(base, device, dtype, tokenizer=tokenizer, words=words), tokenizer, dtype,
-                 save_pretrained,
-                 base=base, tokenizer_source=base.id, added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
+    model = load_for_training(base, device, dtype, tokenizer=tokenizer, words=words)
+    return Built(model, tokenizer, dtype, save_pretrained, base=base, tokenizer_source=base.id,
+                 added_tokens=tokenizer.convert_ids_to_tokens(new_tokens))
 
 
 @register("scratch")

@@ -422,9 +422,9 @@ def save_pretrained(run_dir: Path, model, tokenizer, weights: dict | None = None
     peft_config = getattr(model, "peft_config", {}).get("default")
     if getattr(peft_config, "trainable_token_indices", None):
         # The rows --chat-template and --add-words added are saved as PEFT's trainable-token rows,
-        # which replace those rows whatever the base holds there; every other row is the base's. PEFT would also
-        # save both grown matrices whole (its "auto": the vocabulary changed), 2 x 136M weights
-        # for Qwen2, for nothing. Loaders grow the base first (mens.inference.load_peft).
+        # which replace those rows whatever the base holds there; every other row is the base's.
+        # PEFT would also save both grown matrices whole (its "auto": the vocabulary changed),
+        # 2 x 136M weights for Qwen2, for nothing. Loaders grow the base first (mens.inference.load_peft).
         kwargs["save_embedding_layers"] = False
     tmp = Path(tempfile.mkdtemp(prefix=".save.", dir=run_dir))
     try:

@@ -107,6 +107,9 @@ def check_combinations(cfg) -> None:
     if cfg.add_words and cfg.backend == "scratch":
         raise bad("--add-words grows a base's vocabulary; --backend scratch learns its tokenizer from the data "
                   "already", "drop --add-words, or raise --scratch-vocab")
+    if cfg.add_words and cfg.data_dir is None:
+        raise bad("--add-words counts the words of the training answers, and there are none",
+                  "pass --data-dir, or drop --add-words")
     if cfg.backend != "scratch" and not cfg.model:
         raise bad("no base model given", "pass --model PATH_OR_HUB_ID (or --backend scratch)")
 

@@ -64,13 +64,12 @@ def split_words(texts: Iterable[str], tokenizer, n: int) -> dict[str, list[int]]
     return words
 
 
-def add_words(tokenizer, words: dict[str, list[int]]) -> list[int]:
+def add_words(tokenizer, words: dict[str, list[int]]) -> None:
     """Add each form of `words` as a token matched only as a whole word (not inside `kinds`), as
-    written (no normalisation); returns their ids, in order."""
+    written (no normalisation)."""
     from tokenizers import AddedToken
 
     tokenizer.add_tokens([AddedToken(form, single_word=True, normalized=False) for form in words])
-    return tokenizer.convert_tokens_to_ids(list(words))
 
 
 def start_rows(model, tokenizer, words: dict[str, list[int]]) -> None:
@@ -82,11 +81,12 @@ def start_rows(model, tokenizer, words: dict[str, list[int]]) -> None:
     head = model.get_output_embeddings()
     if head is not None and head.weight is not layers[0].weight:
         layers.append(head)
+    rows = tokenizer.convert_tokens_to_ids(list(words))
     with torch.no_grad():
         for layer in layers:
             weight = layer.weight
-            for form, pieces in words.items():
-                weight[tokenizer.convert_tokens_to_ids(form)] = weight[pieces].float().mean(0).to(weight.dtype)
+            for row, pieces in zip(rows, words.values()):
+                weight[row] = weight[pieces].float().mean(0).to(weight.dtype)
 
 
 def grow_vocabulary(tokenizer, texts: list[str], n: int) -> dict[str, list[int]]:
