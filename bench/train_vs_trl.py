@@ -4,12 +4,14 @@
     .venv/bin/python bench/train_vs_trl.py --pairs 32                        # Qwen2.5-0.5B shape
     .venv/bin/python bench/train_vs_trl.py --device cuda --seq 2048 --runs trl,trl-liger,mens
     .venv/bin/python bench/train_vs_trl.py --model DIR --pairs 32 --runs trl,mens-nopack  # same steps?
+    .venv/bin/python bench/train_vs_trl.py --pairs 32 --dtype fp32 --runs trl,mens  # a CPU without fast bf16
 
 Every run trains the same random-weight Qwen2-shaped model (config from
 `../shared/assets/model-configs/qwen2.5-0.5b.json`, optionally cut to `--layers`, real Qwen2
 tokenizer) for one epoch on the same code pairs (Python standard-library functions with a
 docstring: prompt "Write a Python function: <docstring first line>", completion = the source),
-with the same hyper-parameters: QLoRA NF4 + double quantisation, bf16 compute, LoRA r=16,
+with the same hyper-parameters: QLoRA NF4 + double quantisation, bf16 compute (`--dtype fp32`:
+fp32 compute and weights on both sides, for a CPU without fast bf16), LoRA r=16,
 alpha=32, dropout 0.05 on all linear layers, seq 512, batch 4, lr 2e-4 cosine, loss on the
 completion only. Runs:
 
@@ -152,7 +154,7 @@ def prepare(args) -> dict:
     return {"model_dir": str(model_dir), "data_dir": str(data_dir), "pairs": len(pairs),
             "supervised_tokens": sum(p["supervised_tokens"] for p in pairs),
             "tokens": sum(p["tokens"] for p in pairs), "seq": args.seq, "batch": args.batch,
-            "device": args.device, "seed": args.seed, "hyper": HYPER,
+            "device": args.device, "seed": args.seed, "hyper": HYPER, "dtype": args.dtype,
             "layers": json.loads((model_dir / "config.json").read_text()).get("num_hidden_layers")}
 
 
@@ -172,15 +174,17 @@ def worker_trl(spec: dict, variant: str, out: Path) -> dict:
     rows = [rows[i] for i in mens_order(len(rows), spec["seed"])]  # mens's batches, see SAME_BATCHES
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}],
                              "completion": [{"role": "assistant", "content": r["response"]}]} for r in rows])
+    bf16 = spec.get("dtype", "bf16") == "bf16"
+    compute = torch.bfloat16 if bf16 else torch.float32
     bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                             bnb_4bit_compute_dtype=torch.bfloat16)
-    model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], quantization_config=bnb, dtype=torch.bfloat16,
+                             bnb_4bit_compute_dtype=compute)
+    model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], quantization_config=bnb, dtype=compute,
                                                  device_map={"": "cpu" if on_cpu else 0})
     h = spec["hyper"]
     lora = LoraConfig(r=h["lora_r"], lora_alpha=h["lora_alpha"], lora_dropout=h["lora_dropout"],
                       target_modules="all-linear", task_type="CAUSAL_LM")
     args = SFTConfig(
-        output_dir=str(out / "trl-out"), use_cpu=on_cpu, bf16=True, max_length=spec["seq"],
+        output_dir=str(out / "trl-out"), use_cpu=on_cpu, bf16=bf16, max_length=spec["seq"],
         per_device_train_batch_size=spec["batch"], gradient_accumulation_steps=h["grad_accum"],
         num_train_epochs=h["epochs"], learning_rate=h["lr"], lr_scheduler_type="cosine",
         warmup_steps=h["warmup_steps"], weight_decay=h["weight_decay"], max_grad_norm=h["max_grad_norm"],
@@ -218,7 +222,8 @@ def mens_command(spec: dict, out: Path) -> list[str]:
     import yaml
 
     h = spec["hyper"]
-    cfg = {"backend": "qlora", "device": spec["device"], "seq_len": spec["seq"], "micro_batch": spec["batch"],
+    cfg = {"backend": "qlora", "device": spec["device"], "dtype": spec.get("dtype", "bf16"),
+           "seq_len": spec["seq"], "micro_batch": spec["batch"],
            "grad_accum": h["grad_accum"], "epochs": h["epochs"], "lr": h["lr"], "warmup_steps": h["warmup_steps"],
            "weight_decay": h["weight_decay"], "max_grad_norm": h["max_grad_norm"], "lora_r": h["lora_r"],
            "lora_alpha": h["lora_alpha"], "lora_dropout": h["lora_dropout"], "target_modules": "all-linear",
@@ -347,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--runs", default=None, help=f"comma list from {','.join(RUNS)} "
                     "(default: trl,trl-nogc,trl-tcmalloc,mens on CPU; trl,trl-nogc,trl-liger,mens,mens-nopack on CUDA)")
+    ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
+                    help="compute dtype on both sides (default bf16; fp32 where the CPU has no fast bf16: "
+                    "`mens probe` says, and mens's own default picks fp32 there)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=str(REPO / "runs" / "bench-train-vs-trl"))
     ap.add_argument("--json", default=None, help="where to write the results (default WORKDIR/results-*.json)")
@@ -377,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = out / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
     print(f"model {spec['layers']} layers, {spec['pairs']} pairs, {spec['supervised_tokens']} supervised "
-          f"tokens of {spec['tokens']}, seq {args.seq}, batch {args.batch}, device {args.device}", flush=True)
+          f"tokens of {spec['tokens']}, seq {args.seq}, batch {args.batch}, device {args.device}, {args.dtype}", flush=True)
     rows = []
     for name in runs:
         row = run_one(name, spec_path, out, args.timeout)
