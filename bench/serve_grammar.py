@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from mens.evaluate.bench import code_of, score_bench
     from mens.evaluate.tasks import load_tasks
     from mens.lang import get_pack
-    from mens.serve.grammar import Constraint
+    from mens.grammar import Constraint
 
     model = Path(args.model) if args.model else build_model(Path(tempfile.gettempdir()) / "serve-load-model", 2)
     tasks = load_tasks(args.bench, limit=args.limit)

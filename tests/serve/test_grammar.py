@@ -8,7 +8,7 @@ import pytest
 
 from mens.lang import get_pack
 from mens.lang.base import Analysis, Diagnostic, LanguagePack
-from mens.serve.grammar import Constraint
+from mens.grammar import Constraint
 
 
 class SexpPack(LanguagePack):
@@ -283,7 +283,7 @@ def test_special_tokens_that_write_nothing_are_never_chosen(tiny_model_dir):
     import torch
 
     from mens.inference import load_model
-    from mens.serve.grammar import TokenChooser
+    from mens.grammar import TokenChooser
 
     _, tok, _ = load_model(tiny_model_dir, device="cpu")
     chooser = TokenChooser(Constraint(get_pack("vox")), tok, [tok.eos_token_id])
@@ -303,7 +303,7 @@ def test_a_replacement_token_never_opens_a_string_or_comment(tiny_model_dir):
     import torch
 
     from mens.inference import load_model
-    from mens.serve.grammar import TokenChooser
+    from mens.grammar import TokenChooser
 
     _, tok, _ = load_model(tiny_model_dir, device="cpu")
     chooser = TokenChooser(Constraint(get_pack("vox")), tok, [tok.eos_token_id])
@@ -355,7 +355,7 @@ def test_a_closing_begun_at_the_budgets_end_is_followed_through(tiny_model_dir):
     a space again: the quickstart model's grammar answers ended in a run of blanks and did not
     parse (`… shsh          `, `}\n\n\n\n…`). The closing begun is followed to its end."""
     from mens.inference import load_model
-    from mens.serve.grammar import TokenChooser
+    from mens.grammar import TokenChooser
 
     _, tok, _ = load_model(tiny_model_dir, device="cpu")
     pack = get_pack("vox")

@@ -9,7 +9,7 @@ import json
 import pytest
 from starlette.requests import Request as HTTPRequest
 
-from mens.serve.grammar import Constraint
+from mens.grammar import Constraint
 from mens.serve.requests import Request, Sampling
 from mens.serve.schema import APIError, ChatParams, CompletionParams, parse_body
 from mens.serve.serving import (ServerState, check_params, collect, grammar_mode, read_body, sampling,

@@ -173,14 +173,14 @@ def _code_prefix(text: str) -> str | None:
 
 class GrammarProcessor:
     """A `transformers` logits processor for grammar mode (`--grammar vox`): in each row it keeps
-    only the token `mens.serve.grammar.TokenChooser` picks — the model's own choice (greedy, or
+    only the token `mens.grammar.TokenChooser` picks — the model's own choice (greedy, or
     sampled at `temperature`) when the code stays a viable prefix, else the most probable token
     that keeps it one; an end token only where the code is complete. The check is the one `mens
     serve --grammar` runs, with the whole answer held to be code when it opens no fence."""
 
     def __init__(self, lang: str, tokenizer, stop: list[int], prompt_len: int, temperature: float = 0.0,
                  max_new_tokens: int | None = None):
-        from mens.serve.grammar import Constraint, TokenChooser
+        from mens.grammar import Constraint, TokenChooser
 
         self.tokenizer, self.stop, self.prompt_len, self.temperature = tokenizer, set(stop), prompt_len, temperature
         self.max_new_tokens = max_new_tokens

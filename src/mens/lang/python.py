@@ -154,7 +154,7 @@ _LINE_BREAK = re.compile(r"\r\n?|\n")
 @functools.lru_cache(maxsize=512)
 def _viable(text: str) -> bool:
     # Cached: constrained decoding asks about the same text more than once (the keyword fallback
-    # in mens.serve.grammar re-asks about the code before a word).
+    # in mens.grammar re-asks about the code before a word).
     return _judge(text, grow_last_token=True)
 
 

@@ -98,7 +98,7 @@ def check_bench_section(ctx: Context, where: str) -> None:
         raise MensError(exc.what, f"{where}: bench.path {exc.where.removeprefix('--bench ')}",
                         "fix bench.path (a bench .jsonl file or a folder holding some)") from None
     if p["grammar"]:
-        from mens.serve.grammar import Constraint
+        from mens.grammar import Constraint
 
         try:
             Constraint.for_language(str(p["grammar"]))

@@ -98,7 +98,7 @@ def build_server(model_or_run: str, *, adapters: dict[str, str] | None = None, n
 
     constraint = None
     if grammar:  # an unknown pack is reported before the model loads
-        from mens.serve.grammar import Constraint
+        from mens.grammar import Constraint
 
         constraint = Constraint.for_language(grammar)
     model, tokenizer, info = load_checked(model_or_run, adapters=adapters, device=device, dtype=dtype, name=name)

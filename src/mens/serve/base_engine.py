@@ -29,7 +29,7 @@ class ServedEngine(Protocol):
     tokenizer: object          # called for ids, .decode(), len(), and the chat template
     context_window: int
     queue_size: int
-    grammar: object | None     # a serve.grammar.Constraint, or None without --grammar
+    grammar: object | None     # a mens.grammar.Constraint, or None without --grammar
     device: object
     error: str | None          # why the engine stopped, for /health
 
@@ -46,7 +46,7 @@ class ServedEngine(Protocol):
 class BaseEngine:
     batching = "continuous"    # or why the engine serves one request at a time
     grammar = None
-    _chooser = None            # a serve.grammar.TokenChooser where grammar mode runs
+    _chooser = None            # a mens.grammar.TokenChooser where grammar mode runs
 
     def __init__(self, tokenizer, *, context_window: int, max_batch: int, queue_size: int, device,
                  eos_ids) -> None:

@@ -143,7 +143,7 @@ def _serve(args: argparse.Namespace) -> int:
 
             check_length(limits.max_prompt_tokens, source_positions(args.model), "--max-prompt-tokens", args.model)
         if args.grammar:
-            from mens.serve.grammar import Constraint
+            from mens.grammar import Constraint
 
             Constraint.for_language(args.grammar)
         build = partial(build_server, args.model, adapters=adapters, name=args.name, api_key=api_key,

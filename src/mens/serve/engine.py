@@ -41,11 +41,11 @@ class Engine(BaseEngine):
         self.one_at_a_time = row_batching(model.config)   # None, or why rows cannot be joined and cut
         if self.one_at_a_time is not None:
             self.batching = f"one request at a time: {self.one_at_a_time}"
-        self.grammar = grammar                    # a serve.grammar.Constraint or None
+        self.grammar = grammar                    # a mens.grammar.Constraint or None
         self.mixed_adapters = mixed_adapters      # pass adapter_names per row (PeftModel with adapters)
         self.active_adapter = getattr(model, "active_adapter", None) if mixed_adapters else None
         if grammar is not None:                   # built now, before the first request waits on it
-            from mens.serve.grammar import TokenChooser
+            from mens.grammar import TokenChooser
 
             self._chooser = TokenChooser(grammar, tokenizer, self.eos_ids, top_candidates=top_candidates,
                                          max_candidates=max_grammar_candidates)

@@ -109,7 +109,7 @@ def sampling(p: _Params, prompt_len: int, *, context_window: int, prompt_cap: in
 
 def grammar_mode(p: _Params, code_prompt: str | None, grammar) -> tuple[bool, str | None]:
     """(constrained?, whole-mode prefix or None for fence mode) for one request, under the
-    server's `grammar` (a serve.grammar.Constraint, or None: never constrained)."""
+    server's `grammar` (a mens.grammar.Constraint, or None: never constrained)."""
     if grammar is None or p.grammar == "off":
         return False, None
     if p.grammar == "whole":
