@@ -174,7 +174,7 @@ def worker_trl(spec: dict, variant: str, out: Path) -> dict:
     rows = [rows[i] for i in mens_order(len(rows), spec["seed"])]  # mens's batches, see SAME_BATCHES
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}],
                              "completion": [{"role": "assistant", "content": r["response"]}]} for r in rows])
-    bf16 = spec.get("dtype", "bf16") == "bf16"
+    bf16 = spec["dtype"] == "bf16"
     compute = torch.bfloat16 if bf16 else torch.float32
     bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                              bnb_4bit_compute_dtype=compute)
@@ -222,7 +222,7 @@ def mens_command(spec: dict, out: Path) -> list[str]:
     import yaml
 
     h = spec["hyper"]
-    cfg = {"backend": "qlora", "device": spec["device"], "dtype": spec.get("dtype", "bf16"),
+    cfg = {"backend": "qlora", "device": spec["device"], "dtype": spec["dtype"],
            "seq_len": spec["seq"], "micro_batch": spec["batch"],
            "grad_accum": h["grad_accum"], "epochs": h["epochs"], "lr": h["lr"], "warmup_steps": h["warmup_steps"],
            "weight_decay": h["weight_decay"], "max_grad_norm": h["max_grad_norm"], "lora_r": h["lora_r"],
