@@ -1,7 +1,8 @@
 """The workarounds around llama.cpp's converter (mens.export.convert_runner) wrap
 `conversion.base.TextModel.get_vocab_base_pre`, set `conversion.base.ModelBase.no_mtp` (what the
-converter's --no-mtp sets, read by the families with MTP: Qwen3.5's among them) and ask
-`conversion.get_model_class` (NotImplementedError for a family it has no class for); merge keeps
+converter's --no-mtp sets, read by the families with MTP: Qwen3.5's among them); export reads the
+converter's table of families without importing it (gguf.converter_architectures: the names
+`conversion.get_model_class` takes, and NotImplementedError for any other); merge keeps
 a base's tokenizer class because Phi-3's converter tells Phi-4's GPT-2 vocabulary by it: this
 fails when the converter changes any of them. One child process, as the converter imports torch."""
 
@@ -22,15 +23,19 @@ try:
     get_model_class('PhimoeForCausalLM')
 except NotImplementedError:
     print('refused')
+import conversion
+print(sorted(conversion.TEXT_MODEL_MAP))
 """
 
 
 def test_converter_still_has_what_the_runner_relies_on(llama_cpp):
     from mens.export import convert_runner
-    from mens.export.gguf import converter_dir
+    from mens.export.gguf import converter_architectures, converter_dir
 
     out = subprocess.run([sys.executable, "-c", _PROBE, str(converter_dir())], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["['self', 'tokenizer']", "False True", "True", "refused"]
+    lines = out.stdout.splitlines()
+    assert lines[:4] == ["['self', 'tokenizer']", "False True", "True", "refused"]
+    known = converter_architectures(converter_dir())
+    assert lines[4] == str(sorted(known)) and "Qwen3_5ForCausalLM" in known and "PhimoeForCausalLM" not in known
     assert "except NotImplementedError" in inspect.getsource(convert_runner.wrap_pre_tokenizer)
-    assert "except NotImplementedError" in inspect.getsource(convert_runner.supports)

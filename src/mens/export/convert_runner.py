@@ -1,7 +1,6 @@
 """Runs one of llama.cpp's converter scripts in this (child) process:
 
     python -m mens.export.convert_runner CONVERTER_DIR SCRIPT [--pre NAME] [--no-mtp] -- ARGS…
-    python -m mens.export.convert_runner CONVERTER_DIR --supports ARCHITECTURE   # exit 0 or 4
 
 The workarounds, kept here alone. First: the converter names a BPE tokenizer's pre-tokenizer by a
 fingerprint of how it encodes a fixed text, so any vocabulary it has not seen (one trained by
@@ -16,9 +15,8 @@ so the runner sets the class default that flag sets (`ModelBase.no_mtp`, read on
 families that export MTP). tests/export/test_convert_runner.py fails if the converter stops
 having either.
 
-A converter failure prints one `mens-convert-error: …` line and exits 3. `--supports` asks the
-converter's own registry (`conversion.get_model_class`) whether it has a class for a model's
-`architectures[0]`, so export can refuse a family before it merges anything.
+A converter failure prints one `mens-convert-error: …` line and exits 3. (Whether the converter
+has a class for a family at all is read from its table without running it: gguf.check_converts.)
 """
 
 from __future__ import annotations
@@ -46,21 +44,8 @@ def no_mtp() -> None:
     base.ModelBase.no_mtp = True
 
 
-def supports(architecture: str) -> bool:
-    from conversion import get_model_class
-
-    try:
-        get_model_class(architecture)
-    except NotImplementedError:
-        return False
-    return True
-
-
 def main(argv: list[str]) -> int:
     conv_dir, script, rest = argv[0], argv[1], argv[2:]
-    if script == "--supports":
-        sys.path[:0] = [conv_dir, f"{conv_dir}/gguf-py"]
-        return 0 if supports(rest[0]) else 4
     pre, without_mtp = None, False
     if rest[:1] == ["--pre"]:
         pre, rest = rest[1], rest[2:]

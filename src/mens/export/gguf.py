@@ -175,19 +175,38 @@ def convert(model_dir: Path, out: Path, outtype: str) -> None:
                    pretokenizer_fallback(model_dir), "the model", no_mtp=True)
 
 
+def converter_architectures(conv: Path) -> frozenset[str] | None:
+    """The architectures llama.cpp's converter has a class for: the keys of `TEXT_MODEL_MAP` in its
+    `conversion/__init__.py` (what its `get_model_class` looks a name up in), read as a literal
+    rather than imported, as importing the converter imports torch (~5 s). None if the file has
+    no such table (a converter of another layout decides for itself)."""
+    import ast
+
+    try:
+        tree = ast.parse((conv / "conversion" / "__init__.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(t, ast.Name) and t.id == "TEXT_MODEL_MAP" for t in targets) and node.value is not None:
+            try:
+                return frozenset(ast.literal_eval(node.value))
+            except ValueError:
+                return None
+    return None
+
+
 def check_converts(model_dir: Path) -> None:
     """Refuse, in one line naming the family, a model whose architecture llama.cpp's converter has
-    no class for — asked of the converter's own registry, before anything is merged."""
+    no class for — asked of the converter's own table, before anything is merged."""
     cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     arch = (cfg.get("architectures") or [None])[0]
-    if arch is None:
-        return   # nothing to ask by: the converter decides
-    proc = subprocess.run([sys.executable, "-m", "mens.export.convert_runner", str(converter_dir()), "--supports",
-                           arch], capture_output=True, text=True)
-    if proc.returncode == 4:
-        raise MensError(f"cannot export {cfg.get('model_type', arch)} models to GGUF: llama.cpp's converter has "
-                        f"no support for {arch}", str(model_dir),
-                        "serve it with `mens serve` (its own engine) instead; see docs/export.md")
+    known = converter_architectures(converter_dir())
+    if arch is None or known is None or arch in known:
+        return   # nothing to ask by, or the converter decides
+    raise MensError(f"cannot export {cfg.get('model_type', arch)} models to GGUF: llama.cpp's converter has "
+                    f"no support for {arch}", str(model_dir),
+                    "serve it with `mens serve` (its own engine) instead; see docs/export.md")
 
 
 def convert_lora(adapter_dir: Path, base_dir: Path, out: Path, upstream_model_id: str | None = None) -> None:
